@@ -1,0 +1,1 @@
+"""The llamay command line: a thin Click layer over the library."""

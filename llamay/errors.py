@@ -1,0 +1,43 @@
+"""The exceptions llamay raises. Each message says what went wrong and, where it can, what to do."""
+
+from __future__ import annotations
+
+
+class LlamayError(Exception):
+    """Base class of every error llamay raises on purpose."""
+
+
+class ModelFormatError(LlamayError):
+    """A file is not a valid GGUF file (or is damaged)."""
+
+
+class UnsupportedModel(LlamayError):
+    """A valid model that llamay declines: an architecture or weight type it does not run."""
+
+
+class UnsupportedCPU(LlamayError):
+    """The compiled kernels need an instruction this CPU does not have."""
+
+
+class ModelNotFound(LlamayError):
+    """A MODEL argument names neither a file nor a model in the local store."""
+
+
+class TokenizerError(LlamayError):
+    """A vocabulary, pre-tokenizer or chat template that cannot be used."""
+
+
+class SnapshotMismatch(LlamayError):
+    """A snapshot was taken with other weights (or another kernel set) than the loaded model."""
+
+
+class SnapshotCorrupt(LlamayError):
+    """A snapshot file is truncated, tampered with, or of a newer format."""
+
+
+class GrammarError(LlamayError):
+    """A GBNF grammar or JSON schema that cannot be used for constrained sampling."""
+
+
+class ContextOverflow(LlamayError):
+    """More tokens than the context can hold."""

@@ -1,0 +1,200 @@
+"""Write GGUF files: metadata of every value type and tensors of any ggml type.
+
+Tests use it to synthesize small models; tools use it to rewrite files. The file is written
+atomically (temp file, fsync, rename), so a failed write never leaves half a model behind.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from llamay.gguf.format import DEFAULT_ALIGNMENT, MAGIC, SCALAR_DTYPES, ValueType
+from llamay.gguf.reader import Tensor
+from llamay.gguf.types import BY_NAME, GGMLType
+from llamay.store.paths import write_atomically
+
+
+@dataclass(frozen=True)
+class Typed:
+    """A metadata value with an explicit GGUF type: `Typed(4096, ValueType.UINT32)`.
+
+    For arrays, `type` is the item type: `Typed([1, 2], ValueType.UINT8)`.
+    """
+
+    value: Any
+    type: ValueType
+
+
+@dataclass(frozen=True)
+class RawTensor:
+    """Tensor bytes already in a ggml format; `shape` in GGUF order."""
+
+    type: str
+    shape: tuple[int, ...]
+    data: np.ndarray  # uint8
+
+
+TensorLike = np.ndarray | RawTensor | Tensor | tuple[str, np.ndarray]
+
+_NUMPY_TO_VALUE = {
+    dtype: vtype for vtype, dtype in SCALAR_DTYPES.items() if vtype != ValueType.BOOL
+}
+_NUMPY_TO_VALUE[np.dtype(bool)] = ValueType.BOOL
+
+
+def write(
+    path: str | os.PathLike[str],
+    metadata: Mapping[str, Any],
+    tensors: Mapping[str, TensorLike] | None = None,
+    *,
+    alignment: int | None = None,
+    version: int = 3,
+) -> Path:
+    """Write a GGUF file.
+
+    Metadata values are typed from Python (bool → BOOL, int → INT32 or INT64, float → FLOAT32,
+    str → STRING, lists → ARRAY), from numpy dtypes, or explicitly with `Typed`.
+    Tensors may be float32/float16 numpy arrays (stored as F32/F16, numpy order), `(TYPE, array)`
+    pairs that are quantized to TYPE, `RawTensor`s, or tensors of another file (copied as they are).
+    """
+    path = Path(path)
+    if alignment is None:
+        alignment = int(_plain(metadata.get("general.alignment", DEFAULT_ALIGNMENT)))
+    if alignment <= 0 or alignment & (alignment - 1):
+        raise ValueError(f"alignment must be a power of two, got {alignment}")
+    meta = dict(metadata)
+    if alignment != DEFAULT_ALIGNMENT:
+        meta.setdefault("general.alignment", Typed(alignment, ValueType.UINT32))
+    raws = {name: _raw(name, t) for name, t in (tensors or {}).items()}
+
+    header = bytearray()
+    header += MAGIC
+    header += struct.pack("<IQQ", version, len(raws), len(meta))
+    for key, value in meta.items():
+        header += _string(key)
+        header += _value(value)
+    offset = 0
+    offsets = []
+    for name, raw in raws.items():
+        header += _string(name)
+        header += struct.pack("<I", len(raw.shape))
+        header += struct.pack(f"<{len(raw.shape)}Q", *raw.shape)
+        header += struct.pack("<IQ", BY_NAME[raw.type].id, offset)
+        offsets.append(offset)
+        offset = _pad(offset + raw.data.nbytes, alignment)
+
+    def fill(out: BinaryIO) -> None:
+        out.write(header)
+        out.write(bytes(_pad(len(header), alignment) - len(header)))
+        for raw, start in zip(raws.values(), offsets, strict=False):
+            out.write(memoryview(np.ascontiguousarray(raw.data)).cast("B"))
+            out.write(bytes(_pad(start + raw.data.nbytes, alignment) - start - raw.data.nbytes))
+
+    write_atomically(path, fill)
+    return path
+
+
+def _pad(n: int, alignment: int) -> int:
+    return -(-n // alignment) * alignment
+
+
+def _raw(name: str, tensor: TensorLike) -> RawTensor:
+    if isinstance(tensor, RawTensor):
+        ggml_type = BY_NAME[tensor.type]
+        expected = ggml_type.nbytes(int(np.prod(tensor.shape)))
+        if tensor.data.nbytes != expected:
+            raise ValueError(f"{name}: {tensor.data.nbytes} bytes, {tensor.type} needs {expected}")
+        return tensor
+    if isinstance(tensor, Tensor):
+        return RawTensor(tensor.type, tensor.shape, tensor.data)
+    if isinstance(tensor, tuple):
+        type_name, array = tensor
+        return _quantized(name, BY_NAME[type_name], np.asarray(array, dtype=np.float32))
+    array = np.asarray(tensor)
+    type_name = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}.get(array.dtype)
+    if type_name is None:
+        raise TypeError(f"{name}: cannot store a {array.dtype} array; give (TYPE, array)")
+    return RawTensor(type_name, array.shape[::-1], array.reshape(-1).view(np.uint8))
+
+
+def _quantized(name: str, ggml_type: GGMLType, array: np.ndarray) -> RawTensor:
+    from llamay.gguf.quant import quantize
+
+    if array.shape[-1] % ggml_type.block_elems:
+        raise ValueError(
+            f"{name}: last numpy dimension {array.shape[-1]} is not a multiple of the "
+            f"{ggml_type.name} block size {ggml_type.block_elems}"
+        )
+    return RawTensor(ggml_type.name, array.shape[::-1], quantize(array.reshape(-1), ggml_type))
+
+
+def _string(s: str) -> bytes:
+    raw = s.encode("utf-8")
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Typed) else value
+
+
+def _value(value: Any) -> bytes:
+    vtype, payload = _typed(value)
+    return struct.pack("<I", vtype) + payload
+
+
+def _typed(value: Any) -> tuple[ValueType, bytes]:
+    """The GGUF type and encoded bytes of a metadata value."""
+    if isinstance(value, Typed):
+        if isinstance(value.value, (list, tuple, np.ndarray)):
+            return ValueType.ARRAY, _array(list(value.value), value.type)
+        return value.type, _scalar(value.value, value.type)
+    if isinstance(value, (bool, np.bool_)):
+        return ValueType.BOOL, _scalar(value, ValueType.BOOL)
+    if isinstance(value, np.generic):
+        vtype = _NUMPY_TO_VALUE[value.dtype.newbyteorder("<")]
+        return vtype, _scalar(value, vtype)
+    if isinstance(value, int):
+        vtype = ValueType.INT32 if -(1 << 31) <= value < 1 << 31 else ValueType.INT64
+        return vtype, _scalar(value, vtype)
+    if isinstance(value, float):
+        return ValueType.FLOAT32, _scalar(value, ValueType.FLOAT32)
+    if isinstance(value, str):
+        return ValueType.STRING, _string(value)
+    if isinstance(value, np.ndarray):
+        vtype = _NUMPY_TO_VALUE[value.dtype.newbyteorder("<")]
+        data = value.astype(SCALAR_DTYPES[vtype]).tobytes()
+        return ValueType.ARRAY, struct.pack("<IQ", vtype, value.size) + data
+    if isinstance(value, (list, tuple)):
+        return ValueType.ARRAY, _array(list(value), None)
+    raise TypeError(f"cannot store metadata value {value!r} of type {type(value).__name__}")
+
+
+def _array(items: list[Any], item_type: ValueType | None) -> bytes:
+    if item_type is None:
+        item_type = _typed(items[0])[0] if items else ValueType.INT32
+        if item_type == ValueType.INT32 and any(
+            isinstance(v, int) and not -(1 << 31) <= v < 1 << 31 for v in items
+        ):
+            item_type = ValueType.INT64
+    parts = [struct.pack("<IQ", item_type, len(items))]
+    for item in items:
+        if item_type is ValueType.STRING:
+            parts.append(_string(item))
+        elif item_type is ValueType.ARRAY:
+            parts.append(_typed(item)[1])
+        else:
+            parts.append(_scalar(item, item_type))
+    return b"".join(parts)
+
+
+def _scalar(value: Any, vtype: ValueType) -> bytes:
+    if vtype is ValueType.STRING:
+        return _string(value)
+    return np.asarray(value, dtype=SCALAR_DTYPES[vtype]).tobytes()

@@ -1,0 +1,33 @@
+"""Shared fixtures. Test data lives in tests/data; the real model comes from the gemma extra."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def gemma_path() -> Path:
+    """The real Gemma 3 270M Q4_K_M, resolved as users resolve it (assembled once, cached)."""
+    from llamay.store import resolve_model
+
+    return resolve_model("gemma3:270m")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory, monkeypatch):
+    """Every test gets its own LLAMAY_HOME, except for the shared model blobs (big, read-only)."""
+    home = tmp_path_factory.mktemp("llamay-home")
+    shared_blobs = Path(os.environ.get("LLAMAY_TEST_BLOBS", Path.home() / ".llamay" / "blobs"))
+    shared_blobs.mkdir(parents=True, exist_ok=True)
+    (home / "blobs").symlink_to(shared_blobs, target_is_directory=True)
+    monkeypatch.setenv("LLAMAY_HOME", str(home))
