@@ -102,7 +102,8 @@ def extensions() -> list[Extension]:
             define_macros=[*feature_defines, ("LLAMAY_BUILD_FLAGS", f'"{" ".join(march)}"')],
             extra_compile_args=BASE_FLAGS,
         ),
-        kernel("quants", ["quants.c"]),
+        kernel("quants", ["quants.c", "dequantize.c", "quantize.c"]),
+        kernel("pages", []),
     ]
 
 

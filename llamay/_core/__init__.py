@@ -15,10 +15,15 @@ except ImportError as exc:  # pragma: no cover - a broken install
         "llamay's compiled core is missing; reinstall with `pip install .` from the source tree"
     ) from exc
 
-_missing = _cpu.missing_features()
-if _missing:
-    raise UnsupportedCPU(
-        f"llamay was compiled for a CPU with {', '.join(_missing)} (flags: {_cpu.build_flags()}), "
-        "which this CPU lacks; reinstall from source on this machine, or with LLAMAY_PORTABLE=1 "
-        "for a build that runs anywhere"
-    )
+
+def check_cpu(missing: list[str], build_flags: str) -> None:
+    """Refuse to load kernels that use instructions this CPU lacks."""
+    if missing:
+        raise UnsupportedCPU(
+            f"llamay was compiled for a CPU with {', '.join(missing)} (flags: {build_flags}), "
+            "which this CPU lacks; reinstall from source on this machine, or with "
+            "LLAMAY_PORTABLE=1 for a build that runs anywhere"
+        )
+
+
+check_cpu(_cpu.missing_features(), _cpu.build_flags())

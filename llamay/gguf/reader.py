@@ -91,6 +91,17 @@ class GGUFFile:
         """The GGUF value type a metadata key was stored with."""
         return self._value_types[key]
 
+    def typed_metadata(self) -> dict[str, Any]:
+        """The metadata with each scalar's stored type attached, for writing it back unchanged."""
+        from llamay.gguf.writer import Typed
+
+        return {
+            key: Typed(value, self._value_types[key])
+            if self._value_types[key] not in (ValueType.ARRAY, ValueType.STRING)
+            else value
+            for key, value in self.metadata.items()
+        }
+
     _value_types: dict[str, ValueType] = field(default_factory=dict, repr=False)
 
 

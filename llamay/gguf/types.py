@@ -27,7 +27,7 @@ _TABLE = [
     GGMLType(6, "Q5_0", 32, 22),
     GGMLType(7, "Q5_1", 32, 24),
     GGMLType(8, "Q8_0", 32, 34),
-    GGMLType(9, "Q8_1", 32, 40),
+    GGMLType(9, "Q8_1", 32, 36),
     GGMLType(10, "Q2_K", QK_K, 84),
     GGMLType(11, "Q3_K", QK_K, 110),
     GGMLType(12, "Q4_K", QK_K, 144),

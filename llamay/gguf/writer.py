@@ -161,8 +161,7 @@ def _typed(value: Any) -> tuple[ValueType, bytes]:
         vtype = _NUMPY_TO_VALUE[value.dtype.newbyteorder("<")]
         return vtype, _scalar(value, vtype)
     if isinstance(value, int):
-        vtype = ValueType.INT32 if -(1 << 31) <= value < 1 << 31 else ValueType.INT64
-        return vtype, _scalar(value, vtype)
+        return _int_type(value), _scalar(value, _int_type(value))
     if isinstance(value, float):
         return ValueType.FLOAT32, _scalar(value, ValueType.FLOAT32)
     if isinstance(value, str):
@@ -176,13 +175,25 @@ def _typed(value: Any) -> tuple[ValueType, bytes]:
     raise TypeError(f"cannot store metadata value {value!r} of type {type(value).__name__}")
 
 
+_INT_WIDTH = [ValueType.INT32, ValueType.INT64, ValueType.UINT64]
+
+
+def _int_type(value: int) -> ValueType:
+    """The narrowest of INT32, INT64 and UINT64 that holds value."""
+    if -(1 << 31) <= value < 1 << 31:
+        return ValueType.INT32
+    if -(1 << 63) <= value < 1 << 63:
+        return ValueType.INT64
+    if 0 <= value < 1 << 64:
+        return ValueType.UINT64
+    raise OverflowError(f"integer {value} does not fit in 64 bits")
+
+
 def _array(items: list[Any], item_type: ValueType | None) -> bytes:
     if item_type is None:
         item_type = _typed(items[0])[0] if items else ValueType.INT32
-        if item_type == ValueType.INT32 and any(
-            isinstance(v, int) and not -(1 << 31) <= v < 1 << 31 for v in items
-        ):
-            item_type = ValueType.INT64
+        if item_type in (ValueType.INT32, ValueType.INT64, ValueType.UINT64):
+            item_type = max((_int_type(v) for v in items), key=_INT_WIDTH.index, default=item_type)
     parts = [struct.pack("<IQ", item_type, len(items))]
     for item in items:
         if item_type is ValueType.STRING:

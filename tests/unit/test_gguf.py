@@ -64,6 +64,20 @@ def test_round_trip_every_value_type(tmp_path):
     assert gg.value_type("test.f64") is ValueType.FLOAT64
 
 
+def test_python_ints_get_the_narrowest_type_that_holds_them(tmp_path):
+    meta = {"small": 5, "big": -(2**40), "huge": 2**63 + 1, "mixed": [1, 2**63 + 1]}
+    gg = gguf.read(gguf.write(tmp_path / "m.gguf", meta))
+    assert [gg.value_type(k) for k in ("small", "big", "huge")] == [
+        ValueType.INT32,
+        ValueType.INT64,
+        ValueType.UINT64,
+    ]
+    assert gg.metadata["huge"] == 2**63 + 1
+    assert gg.metadata["mixed"].dtype == np.uint64
+    with pytest.raises(OverflowError):
+        gguf.write(tmp_path / "x.gguf", {"k": 2**64})
+
+
 def test_tensors_are_zero_copy_views_with_gguf_shapes(tmp_path):
     gg = gguf.read(write_tiny(tmp_path / "m.gguf"))
     a, b, c = gg.tensors["a.weight"], gg.tensors["b.weight"], gg.tensors["c.weight"]
@@ -87,8 +101,11 @@ def test_version_2_and_custom_alignment(tmp_path):
 
 def test_copy_tensors_between_files(tmp_path):
     src = gguf.read(write_tiny(tmp_path / "a.gguf"))
-    gguf.write(tmp_path / "b.gguf", src.metadata, src.tensors)
+    gguf.write(tmp_path / "b.gguf", src.typed_metadata(), src.tensors)
     dst = gguf.read(tmp_path / "b.gguf")
+    assert dst.metadata.keys() == src.metadata.keys()
+    for key in src.metadata:
+        assert dst.value_type(key) == src.value_type(key), key
     for name, t in src.tensors.items():
         np.testing.assert_array_equal(dst.tensors[name].data, t.data)
         assert dst.tensors[name].shape == t.shape
