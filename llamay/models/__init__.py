@@ -1,0 +1,1 @@
+"""The model zoo: one small file per family, the shared blocks, and the registry."""

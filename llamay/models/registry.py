@@ -1,0 +1,66 @@
+"""Which architectures llamay runs, and a clear refusal, by name, for the ones it does not.
+
+A file is checked here before any weight is touched: a refusal costs nothing and says why.
+"""
+
+from __future__ import annotations
+
+from llamay.errors import UnsupportedModel
+from llamay.gguf import GGUFFile
+from llamay.gguf.types import REFUSED
+
+SUPPORTED = ("llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3")
+
+_SSM = "state-space and recurrent models (Mamba, RWKV and hybrids) are not supported"
+_VISION = "vision encoders and multimodal projectors are not supported (llamay runs text models)"
+
+# general.architecture values llama.cpp knows that llamay declines, with the reason.
+DECLINED = {
+    **dict.fromkeys(
+        (
+            "mamba",
+            "mamba2",
+            "rwkv6",
+            "rwkv6qwen2",
+            "rwkv7",
+            "arwkv7",
+            "jamba",
+            "falcon-h1",
+            "plamo2",
+            "granitehybrid",
+            "nemotron_h",
+            "lfm2",
+            "qwen3next",
+        ),
+        _SSM,
+    ),
+    "deepseek2": "DeepSeek-V2/V3 (multi-head latent attention) are not supported",
+    "deepseek3": "DeepSeek-V2/V3 (multi-head latent attention) are not supported",
+    **dict.fromkeys(("clip", "mllama", "llava", "siglip"), _VISION),
+}
+
+
+def check_supported(gg: GGUFFile) -> str:
+    """The file's architecture if llamay runs it; otherwise UnsupportedModel saying why."""
+    arch = gg.architecture
+    where = f"{gg.path}: "
+    if arch is None:
+        raise UnsupportedModel(
+            where + "no general.architecture in the metadata: a vocabulary-only file has no "
+            "model to run (llamay.load_tokenizer reads its tokenizer)"
+        )
+    if arch in DECLINED:
+        raise UnsupportedModel(f"{where}architecture {arch!r}: {DECLINED[arch]}")
+    if arch not in SUPPORTED:
+        raise UnsupportedModel(
+            f"{where}architecture {arch!r} is not supported; llamay runs: {', '.join(SUPPORTED)}"
+        )
+    if any(name.startswith(("v.", "mm.", "vision_")) for name in gg.tensors):
+        raise UnsupportedModel(where + _VISION)
+    refused = sorted({t.type for t in gg.tensors.values() if t.type in REFUSED})
+    if refused:
+        raise UnsupportedModel(
+            f"{where}{' and '.join(refused)} weights are not supported: llamay does not run IQ1 "
+            "weights (IQ1_S, IQ1_M); use a file quantized to another type, such as Q4_K_M"
+        )
+    return arch

@@ -1,0 +1,214 @@
+"""A model's hyperparameters, read from GGUF metadata the way llama.cpp reads them.
+
+Sources: llama.cpp src/llama-model.cpp (load_hparams: the generic keys, then one `case` per
+architecture), src/llama-hparams.cpp (set_swa_pattern, is_masked_swa), src/llama-context.cpp
+(the context parameters derived from them: YaRN's ext_factor and attention factor), and the
+graphs in src/models/<arch>.cpp.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from llamay.errors import ModelFormatError, UnsupportedModel
+
+
+@dataclass(frozen=True)
+class Family:
+    """How one architecture's forward pass differs from Llama's in llama.cpp."""
+
+    # llama_model_rope_type: Llama rotates adjacent pairs, the others rotate the two halves.
+    rope_neox: bool = False
+    # The FFN's gate activation: silu(gate) * up, or gelu_tanh(gate) * up (Gemma's GeGLU).
+    activation: str = "silu"
+    # Phi-3: ffn_up holds [gate; up] stacked (2 * n_ff rows) and there is no ffn_gate.
+    fused_gate_up: bool = False
+    # Gemma: token embeddings are multiplied by sqrt(n_embd).
+    embedding_scale: bool = False
+    # Gemma 2/3: RMS norms on the attention and FFN outputs, before each residual add.
+    post_norms: bool = False
+    # Qwen 3, Gemma 3: RMS norm over each query and key head (weights of head_dim) before RoPE.
+    qk_norm: bool = False
+    # Gemma: the output projection is always token_embd, even if output.weight exists.
+    output_is_embedding: bool = False
+    # set_swa_pattern(n): layer il uses the sliding window iff il % n < n - 1 (0: never).
+    swa_period: int = 0
+    # The window when {arch}.attention.sliding_window is absent (0: no sliding window then).
+    swa_default_window: int = 0
+    # Gemma 3: sliding layers rotate with base 10000 and no scaling (rope_freq_*_train_swa).
+    swa_rope_base: float | None = None
+    # Logit soft-caps, cap * tanh(x / cap). None: llama.cpp does not read the key for this
+    # architecture; otherwise the default used when the key is absent (0: no cap).
+    attn_softcap: float | None = None
+    final_softcap: float | None = None
+    # Gemma 2/3 scale queries by 1/sqrt(n_embd / n_head) instead of 1/sqrt(head_dim) for their
+    # 27B model, which llama.cpp recognises by its layer count (LLM_TYPE_27B).
+    layers_of_27b: int = 0
+
+
+_GEMMA = {"rope_neox": True, "activation": "gelu_tanh", "embedding_scale": True}
+
+FAMILIES: dict[str, Family] = {
+    "llama": Family(),  # Llama 2/3, Mistral: llama.cpp reads no sliding window for this arch
+    "qwen2": Family(rope_neox=True),
+    "qwen3": Family(rope_neox=True, qk_norm=True),
+    # Phi-3's sliding window is read but switched off ("Phi SWA is currently disabled").
+    "phi3": Family(rope_neox=True, fused_gate_up=True),
+    "gemma": Family(**_GEMMA, output_is_embedding=True),
+    "gemma2": Family(
+        **_GEMMA,
+        post_norms=True,
+        output_is_embedding=True,
+        swa_period=2,
+        swa_default_window=4096,  # "default value of gemma 2"
+        attn_softcap=50.0,
+        final_softcap=30.0,
+        layers_of_27b=46,
+    ),
+    "gemma3": Family(
+        **_GEMMA,
+        post_norms=True,
+        qk_norm=True,
+        output_is_embedding=True,
+        swa_period=6,
+        swa_rope_base=10000.0,
+        final_softcap=0.0,
+        layers_of_27b=62,
+    ),
+}
+
+# llama_context's defaults for YaRN (common_params yarn_beta_fast / yarn_beta_slow).
+YARN_BETA_FAST = 32.0
+YARN_BETA_SLOW = 1.0
+
+
+@dataclass(frozen=True)
+class HParams:
+    """Everything the forward pass needs besides the weights."""
+
+    arch: str
+    family: Family
+    n_embd: int
+    n_layer: int
+    n_ctx_train: int
+    n_head: tuple[int, ...]  # per layer: GGUF allows an array in place of one number
+    n_head_kv: tuple[int, ...]
+    head_dim_k: int
+    head_dim_v: int
+    norm_eps: float
+    attn_scale: float  # multiplies q·k before the soft-cap and the softmax
+    attn_softcap: float  # 0: none
+    final_softcap: float  # 0: none
+    sliding_window: int  # 0: none
+    swa_layers: tuple[bool, ...]
+    # RoPE, as llama_context hands it to every layer (sliding layers may differ: swa_rope_*)
+    n_rot: int
+    freq_base: float
+    freq_scale: float
+    swa_freq_base: float
+    swa_freq_scale: float
+    ext_factor: float
+    attn_factor: float
+    n_ctx_orig: int
+
+
+def from_metadata(metadata: dict[str, Any]) -> HParams:
+    """Read the hyperparameters of a model from its GGUF metadata."""
+    arch = metadata.get("general.architecture")
+    if arch not in FAMILIES:
+        raise UnsupportedModel(
+            f"the reference forward pass covers {', '.join(sorted(FAMILIES))}; "
+            f"this model's architecture is {arch!r}"
+        )
+    family = FAMILIES[arch]
+
+    def get(key: str, default: Any = None) -> Any:
+        value = metadata.get(f"{arch}.{key}", default)
+        if value is None:
+            raise ModelFormatError(f"GGUF metadata lacks {arch}.{key}")
+        return value
+
+    n_embd = int(get("embedding_length"))
+    n_layer = int(get("block_count"))
+    n_ctx_train = int(get("context_length"))
+    n_head = _per_layer(get("attention.head_count"), n_layer)
+    # n_head_kv is optional and defaults to n_head.
+    n_head_kv = _per_layer(get("attention.head_count_kv", n_head), n_layer)
+    # n_embd_head_k/v default to n_embd / n_head of layer 0; n_rot defaults to n_embd_head_k.
+    head_dim_k = int(get("attention.key_length", n_embd // n_head[0]))
+    head_dim_v = int(get("attention.value_length", n_embd // n_head[0]))
+    n_rot = int(get("rope.dimension_count", head_dim_k))
+
+    # RoPE scaling: "linear" when unspecified; the factor is stored as its inverse, freq_scale.
+    freq_base = float(get("rope.freq_base", 10000.0))
+    scaling_type = str(get("rope.scaling.type", "linear"))
+    if scaling_type not in ("none", "linear", "yarn", "longrope"):
+        raise ModelFormatError(f"unknown RoPE scaling type {scaling_type!r}")
+    factor = float(get("rope.scaling.factor", get("rope.scale_linear", 0.0)))
+    if factor == 0.0 or scaling_type == "none":
+        factor = 1.0
+    freq_scale = 1.0 / factor
+    n_ctx_orig = int(get("rope.scaling.original_context_length", n_ctx_train))
+    # llama_context: YaRN's ext_factor is 1 exactly when the scaling type is yarn; its attention
+    # factor is YaRN's mscale 1 + 0.1 ln(factor), divided by the same amount because ggml's
+    # rope_yarn multiplies that in again; the file's rope.scaling.attn_factor multiplies both.
+    ext_factor = 1.0 if scaling_type == "yarn" else 0.0
+    attn_factor = float(get("rope.scaling.attn_factor", 1.0))
+    if ext_factor:
+        yarn_mscale = 1.0 if factor <= 1.0 else 1.0 + 0.1 * math.log(factor)
+        attn_factor *= yarn_mscale / (1.0 + 0.1 * math.log(factor))
+
+    sliding_window = int(get("attention.sliding_window", family.swa_default_window))
+    if family.swa_period == 0 or sliding_window <= 0:
+        sliding_window = 0
+    swa_layers = tuple(
+        sliding_window > 0 and il % family.swa_period < family.swa_period - 1
+        for il in range(n_layer)
+    )
+
+    if family.layers_of_27b and n_layer == family.layers_of_27b:
+        attn_scale = 1.0 / math.sqrt(n_embd // n_head[0])
+    else:
+        attn_scale = 1.0 / math.sqrt(head_dim_k)
+
+    return HParams(
+        arch=arch,
+        family=family,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_ctx_train=n_ctx_train,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        head_dim_k=head_dim_k,
+        head_dim_v=head_dim_v,
+        norm_eps=float(get("attention.layer_norm_rms_epsilon")),
+        attn_scale=attn_scale,
+        attn_softcap=_softcap(get, "attn_logit_softcapping", family.attn_softcap),
+        final_softcap=_softcap(get, "final_logit_softcapping", family.final_softcap),
+        sliding_window=sliding_window,
+        swa_layers=swa_layers,
+        n_rot=n_rot,
+        freq_base=freq_base,
+        freq_scale=freq_scale,
+        swa_freq_base=freq_base if family.swa_rope_base is None else family.swa_rope_base,
+        swa_freq_scale=freq_scale if family.swa_rope_base is None else 1.0,
+        ext_factor=ext_factor,
+        attn_factor=attn_factor,
+        n_ctx_orig=n_ctx_orig,
+    )
+
+
+def _per_layer(value: Any, n_layer: int) -> tuple[int, ...]:
+    if isinstance(value, (np.ndarray, list, tuple)):
+        if len(value) != n_layer:
+            raise ModelFormatError(f"per-layer array has {len(value)} entries for {n_layer} layers")
+        return tuple(int(v) for v in value)
+    return (int(value),) * n_layer
+
+
+def _softcap(get, key: str, default: float | None) -> float:
+    return 0.0 if default is None else float(get(key, default))
