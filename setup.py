@@ -104,6 +104,7 @@ def extensions() -> list[Extension]:
         ),
         kernel("quants", ["quants.c", "dequantize.c", "quantize.c"]),
         kernel("pages", []),
+        kernel("tokenize", []),
     ]
 
 

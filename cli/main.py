@@ -51,8 +51,9 @@ def cli() -> None:
 
 def _register() -> None:
     from .show import show
+    from .tokenize import tokenize
 
-    for command in (show,):
+    for command in (show, tokenize):
         cli.add_command(command)
 
 
