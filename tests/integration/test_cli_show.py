@@ -3,34 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-
-def llamay(*args: str, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "llamay.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-
-
-def assert_user_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
-    assert result.returncode == 1, result
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0]
+from clitools import assert_user_error, run_llamay
 
 
 @pytest.mark.slow
 def test_show_json_lists_every_tensor(gemma_path):
-    result = llamay("show", "gemma3:270m", "--json")
+    result = run_llamay("show", "gemma3:270m", "--json")
     assert result.returncode == 0, result.stderr
     shown = json.loads(result.stdout)
     tensors = shown["tensors"]
@@ -48,7 +29,7 @@ def test_show_json_lists_every_tensor(gemma_path):
 
 @pytest.mark.slow
 def test_show_plain(gemma_path):
-    result = llamay("show", str(gemma_path))
+    result = run_llamay("show", str(gemma_path))
     assert result.returncode == 0, result.stderr
     assert "gemma3.block_count" in result.stdout
     assert "blk.0.attn_q.weight" in result.stdout
@@ -58,29 +39,29 @@ def test_truncated_file(tmp_path, data_dir):
     raw = (data_dir / "synth" / "qwen2-Q8_0.gguf").read_bytes()
     path = tmp_path / "cut.gguf"
     path.write_bytes(raw[: len(raw) // 2])
-    assert_user_error(llamay("show", str(path)), str(path), "truncated")
+    assert_user_error(run_llamay("show", str(path)), str(path), "truncated")
 
 
 def test_wrong_magic(tmp_path):
     path = tmp_path / "notes.gguf"
     path.write_text("hello, I am not a model\n")
-    assert_user_error(llamay("show", str(path)), str(path), "not a GGUF file")
+    assert_user_error(run_llamay("show", str(path)), str(path), "not a GGUF file")
 
 
 def test_directory(tmp_path):
-    assert_user_error(llamay("show", str(tmp_path)), str(tmp_path), "directory")
+    assert_user_error(run_llamay("show", str(tmp_path)), str(tmp_path), "directory")
 
 
 def test_missing_path(tmp_path):
     missing = tmp_path / "missing.gguf"
-    assert_user_error(llamay("show", str(missing)), str(missing), "no such file")
+    assert_user_error(run_llamay("show", str(missing)), str(missing), "no such file")
 
 
 def test_unknown_store_name():
-    assert_user_error(llamay("show", "no-such-model:7b"), "no-such-model:7b", "gemma3:270m")
+    assert_user_error(run_llamay("show", "no-such-model:7b"), "no-such-model:7b", "gemma3:270m")
 
 
 def test_usage_error_exits_2():
-    result = llamay("show")
+    result = run_llamay("show")
     assert result.returncode == 2
     assert "Missing argument" in result.stderr
