@@ -105,6 +105,18 @@ def extensions() -> list[Extension]:
         kernel("quants", ["quants.c", "dequantize.c", "quantize.c"]),
         kernel("pages", []),
         kernel("tokenize", []),
+        kernel(
+            "matmul",
+            [
+                "matmul.c",
+                "matmul_ref.c",
+                "matmul_avx2.c",
+                "matmul_avx512.c",
+                "quants.c",
+                "dequantize.c",
+                "quantize.c",
+            ],
+        ),
     ]
 
 

@@ -1,0 +1,276 @@
+/* Matmul entry points: which kernel and activation format a weight type takes, activation
+   quantization, and the OpenMP convenience wrapper. The kernels live in matmul_ref.c (the
+   definition of every result), matmul_avx2.c and matmul_avx512.c. */
+#include <string.h>
+
+#include <omp.h>
+
+#include "blocks.h"
+#include "fp16.h"
+#include "matmul.h"
+#include "matmul_kernels.h"
+#include "quants.h"
+
+static int act_kind_of(int type) {
+    switch (type) {
+    case LLAMAY_TYPE_Q4_0:
+    case LLAMAY_TYPE_Q4_1:
+    case LLAMAY_TYPE_Q5_0:
+    case LLAMAY_TYPE_Q5_1:
+    case LLAMAY_TYPE_Q8_0:
+    case LLAMAY_TYPE_IQ4_NL:
+    case LLAMAY_TYPE_MXFP4: return LLAMAY_ACT_Q8_0;
+    case LLAMAY_TYPE_Q2_K:
+    case LLAMAY_TYPE_Q3_K:
+    case LLAMAY_TYPE_Q4_K:
+    case LLAMAY_TYPE_Q5_K:
+    case LLAMAY_TYPE_Q6_K:
+    case LLAMAY_TYPE_IQ2_XXS:
+    case LLAMAY_TYPE_IQ2_XS:
+    case LLAMAY_TYPE_IQ2_S:
+    case LLAMAY_TYPE_IQ3_XXS:
+    case LLAMAY_TYPE_IQ3_S:
+    case LLAMAY_TYPE_IQ4_XS:
+    case LLAMAY_TYPE_TQ1_0:
+    case LLAMAY_TYPE_TQ2_0: return LLAMAY_ACT_Q8_K;
+    default: return LLAMAY_ACT_F32;
+    }
+}
+
+static llamay_matmul_fn simd_kernel(int set, int type) {
+    switch (set) {
+    case LLAMAY_KERNELS_AVX2: return llamay_avx2_kernel(type);
+    case LLAMAY_KERNELS_AVX512: return llamay_avx512_kernel(type);
+    default: return NULL;
+    }
+}
+
+int llamay_kernel_set_available(int set) {
+    switch (set) {
+    case LLAMAY_KERNELS_REFERENCE: return 1;
+    case LLAMAY_KERNELS_AVX2: return llamay_avx2_kernel(LLAMAY_TYPE_F32) != NULL;
+    case LLAMAY_KERNELS_AVX512: return llamay_avx512_kernel(LLAMAY_TYPE_F32) != NULL;
+    default: return 0;
+    }
+}
+
+int llamay_best_kernel_set(void) {
+    int best = LLAMAY_KERNELS_REFERENCE;
+    for (int set = 0; set < LLAMAY_KERNEL_SETS; set++) {
+        if (llamay_kernel_set_available(set)) {
+            best = set;
+        }
+    }
+    return best;
+}
+
+int llamay_kernel_set_has_simd(int set, int type) { return simd_kernel(set, type) != NULL; }
+
+int llamay_weight_init(llamay_weight *w, const void *data, int type, int n_rows, int n_cols,
+                       int set) {
+    const llamay_quant_type *q = llamay_quant_type_of(type);
+    const llamay_matmul_fn reference = llamay_reference_kernel(type);
+    if (q == NULL || reference == NULL || n_cols <= 0 || n_cols % q->block_elems != 0 ||
+        n_rows < 0) {
+        return -1;
+    }
+    if (!llamay_kernel_set_available(set)) {
+        return -2;
+    }
+    const llamay_matmul_fn simd = simd_kernel(set, type);
+    const int packed = simd != NULL && llamay_is_packed_type(type);
+    const size_t n_groups = (size_t)(n_cols / 32 + 7) / 8;
+    w->data = data;
+    w->type = type;
+    w->n_rows = n_rows;
+    w->n_cols = n_cols;
+    w->row_bytes = (size_t)(n_cols / q->block_elems) * (size_t)q->block_bytes;
+    w->packed_row_bytes = packed ? n_groups * (size_t)llamay_packed_group_bytes(type) : 0;
+    w->packed = NULL;
+    w->act_kind = packed ? LLAMAY_ACT_Q8_0_X8 : act_kind_of(type);
+    w->act_row_bytes = llamay_act_row_bytes(w->act_kind, n_cols);
+    w->kernel = simd != NULL ? simd : reference;
+    return 0;
+}
+
+/* ---- packing ---- */
+
+/* The 32 quants of a block as unsigned codes (Q8_0's bytes as they are), and its fifth bits. */
+static void block_codes(int type, const uint8_t *blk, uint8_t codes[32], uint32_t *fifth) {
+    const uint8_t *qs;
+    *fifth = 0;
+    switch (type) {
+    case LLAMAY_TYPE_Q8_0: memcpy(codes, blk + 2, 32); return;
+    case LLAMAY_TYPE_Q4_1: qs = blk + 4; break;
+    case LLAMAY_TYPE_Q5_0: memcpy(fifth, blk + 2, 4), qs = blk + 6; break;
+    case LLAMAY_TYPE_Q5_1: memcpy(fifth, blk + 4, 4), qs = blk + 8; break;
+    case LLAMAY_TYPE_MXFP4: qs = blk + 1; break;
+    default: qs = blk + 2; break; /* Q4_0, IQ4_NL */
+    }
+    for (int i = 0; i < 16; i++) {
+        codes[i] = qs[i] & 0xF;
+        codes[i + 16] = qs[i] >> 4;
+    }
+}
+
+void llamay_weight_pack(const llamay_weight *w, uint8_t *packed, int row_begin, int row_end) {
+    const int type = w->type, n_blocks = w->n_cols / 32;
+    const size_t block_bytes = w->row_bytes / (size_t)n_blocks;
+    const int group_bytes = llamay_packed_group_bytes(type);
+    const int scales = llamay_packed_scales_offset(type), mins = llamay_packed_mins_offset(type);
+    const int fifth_bits = llamay_packed_fifth_bits_offset(type);
+    for (int r = row_begin; r < row_end; r++) {
+        const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+        uint8_t *out = packed + (size_t)r * w->packed_row_bytes;
+        memset(out, 0, w->packed_row_bytes);
+        for (int b = 0; b < n_blocks; b++) {
+            const uint8_t *blk = row + (size_t)b * block_bytes;
+            uint8_t *group = out + (size_t)(b / 8) * group_bytes;
+            const int j = b % 8;
+            uint8_t codes[32];
+            uint32_t fifth;
+            block_codes(type, blk, codes, &fifth);
+            for (int i = 0; i < 32; i++) {
+                const int p = llamay_x8_position(j, i);
+                if (type == LLAMAY_TYPE_Q8_0) {
+                    group[p] = codes[i];
+                    continue;
+                }
+                /* chunk c = 4h + 2 * high_nibble + s lives in byte 64h + 32s + p % 32 */
+                const int c = p / 32, h = c / 4, high = (c / 2) % 2, s = c % 2;
+                group[64 * h + 32 * s + p % 32] |= (uint8_t)(codes[i] << (4 * high));
+                if ((fifth >> i) & 1) {
+                    group[fifth_bits + p / 8] |= (uint8_t)(1u << (p % 8));
+                }
+            }
+            if (type == LLAMAY_TYPE_MXFP4) {
+                group[scales + j] = blk[0];
+            } else {
+                memcpy(group + scales + 2 * j, blk, 2);
+            }
+            if (llamay_packed_has_mins(type)) {
+                memcpy(group + mins + 2 * j, blk + 2, 2);
+            }
+        }
+    }
+}
+
+/* ---- activations ---- */
+
+/* Quantize with ggml's quantizer a few blocks at a time, then lay the row out as the kernels
+   read it (matmul_kernels.h). */
+static void quantize_row_q8_0_layout(const float *x, int n_cols, int kind, uint8_t *row) {
+    enum { CHUNK = 16 };
+    block_q8_0 blocks[CHUNK];
+    const llamay_act_q a = llamay_act_q_row(row, kind, n_cols);
+    int8_t *qs = (int8_t *)a.qs;
+    float *d = (float *)a.d;
+    int16_t *sum = (int16_t *)a.sum;
+    const int n_blocks = n_cols / 32;
+    for (int b0 = 0; b0 < n_blocks; b0 += CHUNK) {
+        const int n = n_blocks - b0 < CHUNK ? n_blocks - b0 : CHUNK;
+        llamay_quantize_row_q8_0(x + 32 * b0, blocks, 32 * n);
+        for (int i = 0; i < n; i++) {
+            const int b = b0 + i;
+            if (kind == LLAMAY_ACT_Q8_0_X8) {
+                int8_t *group = qs + 256 * (b / 8);
+                for (int k = 0; k < 32; k += 4) {
+                    memcpy(group + llamay_x8_position(b % 8, k), blocks[i].qs + k, 4);
+                }
+            } else {
+                memcpy(qs + 32 * b, blocks[i].qs, 32);
+            }
+            d[b] = llamay_fp16_to_fp32(blocks[i].d);
+            int s = 0;
+            for (int j = 0; j < 32; j++) {
+                s += blocks[i].qs[j];
+            }
+            sum[b] = (int16_t)s;
+        }
+    }
+    const int padded = (int)(llamay_act_padded_cols(kind, n_cols) / 32);
+    for (int b = n_blocks; b < padded; b++) { /* blocks that pad the last group */
+        int8_t *group = qs + 256 * (b / 8);
+        for (int k = 0; k < 32; k += 4) {
+            memset(group + llamay_x8_position(b % 8, k), 0, 4);
+        }
+        d[b] = 0;
+        sum[b] = 0;
+    }
+}
+
+static void quantize_row_q8_K_layout(const float *x, int n_cols, uint8_t *row) {
+    enum { CHUNK = 4 };
+    block_q8_K blocks[CHUNK];
+    const llamay_act_q a = llamay_act_q_row(row, LLAMAY_ACT_Q8_K, n_cols);
+    int8_t *qs = (int8_t *)a.qs;
+    float *d = (float *)a.d;
+    int16_t *sum = (int16_t *)a.sum;
+    const int n_blocks = n_cols / 256;
+    for (int b0 = 0; b0 < n_blocks; b0 += CHUNK) {
+        const int n = n_blocks - b0 < CHUNK ? n_blocks - b0 : CHUNK;
+        llamay_quantize_row_q8_K(x + 256 * b0, blocks, 256 * n);
+        for (int i = 0; i < n; i++) {
+            const int b = b0 + i;
+            memcpy(qs + 256 * b, blocks[i].qs, 256);
+            d[b] = blocks[i].d;
+            memcpy(sum + 16 * b, blocks[i].bsums, sizeof blocks[i].bsums);
+        }
+    }
+}
+
+void llamay_quantize_activations(const llamay_weight *w, const float *x, int tok_begin,
+                                 int tok_end, uint8_t *act) {
+    for (int t = tok_begin; t < tok_end; t++) {
+        const float *xt = x + (size_t)t * w->n_cols;
+        uint8_t *row = act + (size_t)t * w->act_row_bytes;
+        switch (w->act_kind) {
+        case LLAMAY_ACT_Q8_0:
+        case LLAMAY_ACT_Q8_0_X8: quantize_row_q8_0_layout(xt, w->n_cols, w->act_kind, row); break;
+        case LLAMAY_ACT_Q8_K: quantize_row_q8_K_layout(xt, w->n_cols, row); break;
+        default: memcpy(row, xt, (size_t)w->n_cols * sizeof(float)); break;
+        }
+    }
+}
+
+/* ---- multiplication ---- */
+
+void llamay_matmul(const llamay_weight *w, const uint8_t *act, int n_tokens, float *out,
+                   int row_begin, int row_end) {
+    if (row_begin < row_end && n_tokens > 0) {
+        w->kernel(w, act, n_tokens, out, (size_t)w->n_rows, row_begin, row_end);
+    }
+}
+
+/* [begin, end) of n items for thread i of n_threads, in multiples of `grain` so that the
+   kernels' row tiles stay whole (results do not depend on it either way). */
+static void thread_slice(int n, int grain, int i, int n_threads, int *begin, int *end) {
+    const int n_grains = (n + grain - 1) / grain;
+    const int per_thread = (n_grains + n_threads - 1) / n_threads;
+    const int b = i * per_thread * grain, e = (i + 1) * per_thread * grain;
+    *begin = b < n ? b : n;
+    *end = e < n ? e : n;
+}
+
+void llamay_matmul_parallel(const llamay_matmul_job *jobs, int n_jobs, int n_tokens, int repeats,
+                            int n_threads) {
+    if (n_threads <= 0) {
+        n_threads = omp_get_max_threads();
+    }
+#pragma omp parallel num_threads(n_threads)
+    {
+        const int i = omp_get_thread_num(), n = omp_get_num_threads();
+        for (int repeat = 0; repeat < repeats; repeat++) {
+            for (int j = 0; j < n_jobs; j++) {
+                const llamay_weight *w = jobs[j].w;
+                int begin, end;
+                thread_slice(n_tokens, 1, i, n, &begin, &end);
+                llamay_quantize_activations(w, jobs[j].x, begin, end, jobs[j].act);
+#pragma omp barrier
+                thread_slice(w->n_rows, 16, i, n, &begin, &end);
+                llamay_matmul(w, jobs[j].act, n_tokens, jobs[j].out, begin, end);
+#pragma omp barrier
+            }
+        }
+    }
+}

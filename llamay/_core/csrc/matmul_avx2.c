@@ -1,0 +1,632 @@
+/* AVX2 kernels (with FMA and F16C): the same bits as matmul_ref.c, on CPUs without AVX-512.
+
+   Integer dot products use vpmaddubsw (unsigned x signed bytes into int16 pairs, which must not
+   saturate) then vpmaddwd (int16 pairs into int32, by ones or by the sub-block's scale).
+   Signed weights (Q8_0, the lookup types) go through the sign trick |w| x sign(a, w); unsigned
+   ones are offset as in the AVX-512 kernels. The integers equal the reference's exactly, so
+   only the fp32 steps need to follow it: per block b, fmaf into lane b % 8. The 32-element
+   formats read the packed weights, where 32-bit lane j of a chunk is block j. */
+#include "matmul_kernels.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "blocks.h"
+#include "fp16.h"
+#include "iq_tables.h"
+#include "quants.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* Tokens whose accumulators are kept while a tile of weight rows is decoded once. */
+#define TOKEN_CHUNK 64
+
+INLINE float tree8_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+INLINE int32_t hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* lanes [0, n) of -1, the rest 0 */
+INLINE __m256i first_lanes(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* ======================= fp32 weights: F32, F16, BF16 ======================= */
+
+INLINE int element_bytes(int type) { return type == LLAMAY_TYPE_F32 ? 4 : 2; }
+
+INLINE __m256 load_weights8(int type, const uint8_t *p) {
+    switch (type) {
+    case LLAMAY_TYPE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    case LLAMAY_TYPE_BF16: {
+        const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+    }
+    default: return _mm256_loadu_ps((const float *)p);
+    }
+}
+
+/* rows x tokens outputs, sixteen lanes each as two registers; element i into lane i % 16 */
+INLINE void float_tile(int type, const llamay_weight *w, const uint8_t *act, int t0, int r0,
+                       float *out, size_t out_stride, const int rows, const int tokens) {
+    __m256 acc[4][2][2];
+    const uint8_t *wrow[4];
+    const float *x[2];
+    const int eb = element_bytes(type);
+    for (int r = 0; r < rows; r++) {
+        wrow[r] = w->data + (size_t)(r0 + r) * w->row_bytes;
+        for (int t = 0; t < tokens; t++) {
+            acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();
+        }
+    }
+    for (int t = 0; t < tokens; t++) {
+        x[t] = (const float *)(act + (size_t)(t0 + t) * w->act_row_bytes);
+    }
+    const int n = w->n_cols;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        for (int r = 0; r < rows; r++) {
+            const __m256 w0 = load_weights8(type, wrow[r] + (size_t)i * eb);
+            const __m256 w1 = load_weights8(type, wrow[r] + (size_t)(i + 8) * eb);
+            for (int t = 0; t < tokens; t++) {
+                acc[r][t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[t] + i), acc[r][t][0]);
+                acc[r][t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[t] + i + 8), acc[r][t][1]);
+            }
+        }
+    }
+    if (i < n) {
+        /* the tail through zero-padded copies; lanes past the end keep their sums */
+        const __m256i keep0 = first_lanes(n - i), keep1 = first_lanes(n - i - 8);
+        float xs[2][16] = {{0}};
+        for (int t = 0; t < tokens; t++) {
+            memcpy(xs[t], x[t] + i, (size_t)(n - i) * sizeof(float));
+        }
+        for (int r = 0; r < rows; r++) {
+            uint8_t ws[64] = {0};
+            memcpy(ws, wrow[r] + (size_t)i * eb, (size_t)(n - i) * eb);
+            const __m256 w0 = load_weights8(type, ws), w1 = load_weights8(type, ws + 8 * eb);
+            for (int t = 0; t < tokens; t++) {
+                const __m256 s0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xs[t]), acc[r][t][0]);
+                const __m256 s1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xs[t] + 8), acc[r][t][1]);
+                acc[r][t][0] = _mm256_blendv_ps(acc[r][t][0], s0, _mm256_castsi256_ps(keep0));
+                acc[r][t][1] = _mm256_blendv_ps(acc[r][t][1], s1, _mm256_castsi256_ps(keep1));
+            }
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        for (int t = 0; t < tokens; t++) {
+            out[(size_t)(t0 + t) * out_stride + r0 + r] =
+                tree8_ps(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));
+        }
+    }
+}
+
+INLINE void float_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
+                         float *out, size_t out_stride, int row_begin, int row_end) {
+    int t = 0;
+    for (; t + 2 <= n_tokens; t += 2) {
+        int r = row_begin;
+        for (; r + 2 <= row_end; r += 2) {
+            float_tile(type, w, act, t, r, out, out_stride, 2, 2);
+        }
+        for (; r < row_end; r++) {
+            float_tile(type, w, act, t, r, out, out_stride, 1, 2);
+        }
+    }
+    for (; t < n_tokens; t++) {
+        int r = row_begin;
+        for (; r + 4 <= row_end; r += 4) {
+            float_tile(type, w, act, t, r, out, out_stride, 4, 1);
+        }
+        for (; r < row_end; r++) {
+            float_tile(type, w, act, t, r, out, out_stride, 1, 1);
+        }
+    }
+}
+
+#define FLOAT_KERNEL(name, type)                                                                \
+    static void avx2_##name(const llamay_weight *w, const uint8_t *act, int n_tokens,           \
+                            float *out, size_t out_stride, int row_begin, int row_end) {        \
+        float_kernel(type, w, act, n_tokens, out, out_stride, row_begin, row_end);              \
+    }
+
+FLOAT_KERNEL(f32, LLAMAY_TYPE_F32)
+FLOAT_KERNEL(f16, LLAMAY_TYPE_F16)
+FLOAT_KERNEL(bf16, LLAMAY_TYPE_BF16)
+
+/* ======================= 32-element formats x Q8_0, packed ======================= */
+
+/* Unsigned weights are v + 2^shift (0: none); signed ones (-1) use the sign trick. */
+INLINE int offset_shift32(int type) {
+    switch (type) {
+    case LLAMAY_TYPE_Q4_0: return 3;
+    case LLAMAY_TYPE_Q5_0: return 4;
+    case LLAMAY_TYPE_Q4_1:
+    case LLAMAY_TYPE_Q5_1: return 0;
+    default: return -1; /* Q8_0 and the lookup types */
+    }
+}
+
+INLINE __m256i lookup_table(const int8_t values[16]) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)values));
+}
+
+/* 32 fifth bits -> bytes of 0x10 where set */
+INLINE __m256i fifth_bits32(const uint8_t *bits) {
+    uint32_t h;
+    memcpy(&h, bits, sizeof h);
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)h),
+        _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL, 0x0303030303030303LL));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+INLINE __m256 e8m0_halves8(const uint8_t *exponents) {
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)exponents));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small));
+}
+
+INLINE __m256 halves8(const uint8_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* vpmaddubsw of signed w with x: |w| x (x negated where w < 0), which cannot saturate while
+   |w| and |x| are at most 127 (and w = -128 meets no x = -128: activations stop at -127) */
+INLINE __m256i signed_pairs(__m256i w, __m256i x) {
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+}
+
+typedef struct {
+    __m256i w[8]; /* the group's eight 32-byte chunks: unsigned codes, or signed values */
+    __m256 d, m;  /* the blocks' scales (and mins, for Q4_1 and Q5_1) */
+} group32;
+
+INLINE void load_group32(int type, const uint8_t *group, __m256i table, group32 *G) {
+    if (type == LLAMAY_TYPE_Q8_0) {
+        for (int c = 0; c < 8; c++) {
+            G->w[c] = _mm256_loadu_si256((const __m256i *)(group + 32 * c));
+        }
+    } else {
+        const __m256i low4 = _mm256_set1_epi8(0x0F);
+        for (int h = 0; h < 2; h++) {
+            for (int s = 0; s < 2; s++) {
+                const __m256i y = _mm256_loadu_si256((const __m256i *)(group + 64 * h + 32 * s));
+                G->w[4 * h + s] = _mm256_and_si256(y, low4);
+                G->w[4 * h + 2 + s] = _mm256_and_si256(_mm256_srli_epi16(y, 4), low4);
+            }
+        }
+        const uint8_t *fifth = group + llamay_packed_fifth_bits_offset(type);
+        for (int c = 0; c < 8; c++) {
+            if (type == LLAMAY_TYPE_IQ4_NL || type == LLAMAY_TYPE_MXFP4) {
+                G->w[c] = _mm256_shuffle_epi8(table, G->w[c]);
+            }
+            if (llamay_packed_has_fifth_bits(type)) {
+                G->w[c] = _mm256_or_si256(G->w[c], fifth_bits32(fifth + 4 * c));
+            }
+        }
+    }
+    const uint8_t *scales = group + llamay_packed_scales_offset(type);
+    G->d = type == LLAMAY_TYPE_MXFP4 ? e8m0_halves8(scales) : halves8(scales);
+    if (llamay_packed_has_mins(type)) {
+        G->m = halves8(group + llamay_packed_mins_offset(type));
+    }
+}
+
+/* acc's lanes in `keep` (the group's blocks present; all when `whole`) += each block's terms
+   with the activation's interleaved quants, scales and sums at group g. */
+INLINE __m256 group_step(int type, const group32 *G, const llamay_act_q *a, int g, __m256i keep,
+                         int whole, __m256 acc) {
+    const int8_t *qs = a->qs + 256 * g;
+    const float *d = a->d + 8 * g;
+    const int16_t *sum = a->sum + 8 * g;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 8; c++) { /* lane j of chunk c: four quants of block j */
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        const __m256i pairs = offset_shift32(type) < 0 ? signed_pairs(G->w[c], x)
+                                                       : _mm256_maddubs_epi16(G->w[c], x);
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, ones));
+    }
+    const __m256 da = _mm256_loadu_ps(d);
+    const __m256i asum = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)sum));
+    if (offset_shift32(type) > 0) {
+        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(asum, offset_shift32(type)));
+    }
+    __m256 s = _mm256_fmadd_ps(_mm256_mul_ps(G->d, da), _mm256_cvtepi32_ps(isum), acc);
+    if (llamay_packed_has_mins(type)) {
+        s = _mm256_fmadd_ps(_mm256_mul_ps(G->m, da), _mm256_cvtepi32_ps(asum), s);
+    }
+    return whole ? s : _mm256_blendv_ps(acc, s, _mm256_castsi256_ps(keep));
+}
+
+INLINE __m256i table_for(int type) {
+    return lookup_table(type == LLAMAY_TYPE_MXFP4 ? kvalues_mxfp4 : kvalues_iq4nl);
+}
+
+/* Decode: one row against one token, the accumulator in a register. */
+INLINE float q32_row(int type, const llamay_weight *w, const llamay_act_q *a, int r,
+                     __m256i table) {
+    const int nb = w->n_cols / 32, group_bytes = llamay_packed_group_bytes(type);
+    const uint8_t *row = w->packed + (size_t)r * w->packed_row_bytes;
+    __m256 acc = _mm256_setzero_ps();
+    for (int g = 0; 8 * g < nb; g++) {
+        group32 G;
+        load_group32(type, row + (size_t)g * group_bytes, table, &G);
+        acc = group_step(type, &G, a, g, first_lanes(nb - 8 * g), 8 * g + 8 <= nb, acc);
+    }
+    return tree8_ps(acc);
+}
+
+/* Prefill: one row's groups, each decoded once for every token of the chunk (with eight
+   chunks in registers, one row is what sixteen registers hold). */
+INLINE void q32_tile(int type, const llamay_weight *w, const uint8_t *act, int t0, int n_tok,
+                     int r, float (*results)[LLAMAY_ROW_BLOCK], int column, __m256 *acc,
+                     __m256i table) {
+    const int nb = w->n_cols / 32, group_bytes = llamay_packed_group_bytes(type);
+    for (int t = 0; t < n_tok; t++) {
+        acc[t] = _mm256_setzero_ps();
+    }
+    for (int g = 0; 8 * g < nb; g++) {
+        group32 G;
+        const uint8_t *row = w->packed + (size_t)r * w->packed_row_bytes;
+        load_group32(type, row + (size_t)g * group_bytes, table, &G);
+        const __m256i keep = first_lanes(nb - 8 * g);
+        const int whole = 8 * g + 8 <= nb;
+        for (int t = 0; t < n_tok; t++) {
+            const llamay_act_q a = llamay_act_q_of(w, act, t0 + t);
+            acc[t] = group_step(type, &G, &a, g, keep, whole, acc[t]);
+        }
+    }
+    for (int t = 0; t < n_tok; t++) {
+        results[t][column] = tree8_ps(acc[t]);
+    }
+}
+
+INLINE void q32_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
+                       float *out, size_t out_stride, int row_begin, int row_end) {
+    const __m256i table = table_for(type);
+    if (n_tokens == 1) {
+        const llamay_act_q a = llamay_act_q_of(w, act, 0);
+        for (int r = row_begin; r < row_end; r++) {
+            out[r] = q32_row(type, w, &a, r, table);
+        }
+        return;
+    }
+    __m256 acc[TOKEN_CHUNK];
+    float results[TOKEN_CHUNK][LLAMAY_ROW_BLOCK];
+    for (int t0 = 0; t0 < n_tokens; t0 += TOKEN_CHUNK) {
+        const int n_tok = n_tokens - t0 < TOKEN_CHUNK ? n_tokens - t0 : TOKEN_CHUNK;
+        for (int r0 = row_begin; r0 < row_end; r0 += LLAMAY_ROW_BLOCK) {
+            const int n_rows = row_end - r0 < LLAMAY_ROW_BLOCK ? row_end - r0 : LLAMAY_ROW_BLOCK;
+            for (int r = 0; r < n_rows; r++) {
+                q32_tile(type, w, act, t0, n_tok, r0 + r, results, r, acc, table);
+            }
+            llamay_store_results(out, out_stride, t0, n_tok, r0, n_rows, results);
+        }
+    }
+}
+
+#define Q32_KERNEL(name, type)                                                                  \
+    static void avx2_##name(const llamay_weight *w, const uint8_t *act, int n_tokens,           \
+                            float *out, size_t out_stride, int row_begin, int row_end) {        \
+        q32_kernel(type, w, act, n_tokens, out, out_stride, row_begin, row_end);                \
+    }
+
+Q32_KERNEL(q4_0, LLAMAY_TYPE_Q4_0)
+Q32_KERNEL(q4_1, LLAMAY_TYPE_Q4_1)
+Q32_KERNEL(q5_0, LLAMAY_TYPE_Q5_0)
+Q32_KERNEL(q5_1, LLAMAY_TYPE_Q5_1)
+Q32_KERNEL(q8_0, LLAMAY_TYPE_Q8_0)
+Q32_KERNEL(iq4_nl, LLAMAY_TYPE_IQ4_NL)
+Q32_KERNEL(mxfp4, LLAMAY_TYPE_MXFP4)
+
+/* ======================= 256-element formats x Q8_K ======================= */
+
+/* A super-block decoded for the integer dot: i1 = sum_k madd(maddubs(w[k], x[k]), sc[k])
+   - offset * <bsums, corr>, i2 = -<bsums, mins>; IQ4_XS's signed weights use the sign trick. */
+typedef struct {
+    __m256i w[8];  /* 256 weights in element order: unsigned, or signed for IQ4_XS */
+    __m256i sc[8]; /* int16 scale of each element pair */
+    __m256i corr;  /* int16 per 16 elements */
+    __m256i mins;  /* int16 per 16 elements */
+    float d, dmin;
+} super256;
+
+INLINE int offset256(int type) {
+    switch (type) {
+    case LLAMAY_TYPE_Q3_K: return 4;
+    case LLAMAY_TYPE_Q6_K: return 32;
+    default: return 0;
+    }
+}
+
+INLINE int has_min256(int type) {
+    return type == LLAMAY_TYPE_Q2_K || type == LLAMAY_TYPE_Q4_K || type == LLAMAY_TYPE_Q5_K;
+}
+
+/* sixteen int16 scales, one per 16 elements -> for each 32 elements [scale x8 | next x8] */
+INLINE void scales_per16(__m256i sc16, __m256i sc[8]) {
+    const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+                                          2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+    for (int k = 0; k < 8; k++) {
+        sc[k] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(k)), pick);
+    }
+}
+
+/* eight int16 scales (lanes 0-7 of v), one per 32 elements -> each broadcast over its 32 */
+INLINE void scales_per32(__m256i v, __m256i sc[8]) {
+    const __m256i even = _mm256_set1_epi16(0x0100), odd = _mm256_set1_epi16(0x0302);
+    for (int k = 0; k < 8; k++) {
+        const __m256i pair = _mm256_permutevar8x32_epi32(v, _mm256_set1_epi32(k / 2));
+        sc[k] = _mm256_shuffle_epi8(pair, k % 2 ? odd : even);
+    }
+}
+
+/* int16 lanes 0-7 of v, one per 32 elements -> one per 16 elements */
+INLINE __m256i per32_to_per16(__m128i v) {
+    return _mm256_setr_m128i(_mm_unpacklo_epi16(v, v), _mm_unpackhi_epi16(v, v));
+}
+
+/* Q4_K/Q5_K: the eight 6-bit scales (bytes 0-7) and mins (bytes 8-15), as ggml unpacks them */
+INLINE __m128i q4_K_scales_mins(const uint8_t *packed) {
+    uint32_t u[3];
+    memcpy(u, packed, sizeof u);
+    const uint32_t six = 0x3f3f3f3f, low4 = 0x0f0f0f0f, two = 0x03030303;
+    const uint32_t scales_low = u[0] & six, mins_low = u[1] & six;
+    const uint32_t scales_high = (u[2] & low4) | (((u[0] >> 6) & two) << 4);
+    const uint32_t mins_high = ((u[2] >> 4) & low4) | (((u[1] >> 6) & two) << 4);
+    return _mm_set_epi64x((long long)(((uint64_t)mins_high << 32) | mins_low),
+                          (long long)(((uint64_t)scales_high << 32) | scales_low));
+}
+
+INLINE __m256i q3_K_scales(const uint8_t *packed) {
+    uint32_t u[3];
+    memcpy(u, packed, sizeof u);
+    const uint32_t low4 = 0x0f0f0f0f, two = 0x03030303;
+    const uint32_t s0 = (u[0] & low4) | ((u[2] & two) << 4);
+    const uint32_t s1 = (u[1] & low4) | (((u[2] >> 2) & two) << 4);
+    const uint32_t s2 = ((u[0] >> 4) & low4) | (((u[2] >> 4) & two) << 4);
+    const uint32_t s3 = ((u[1] >> 4) & low4) | (((u[2] >> 6) & two) << 4);
+    const __m128i bytes = _mm_set_epi64x((long long)(((uint64_t)s3 << 32) | s2),
+                                         (long long)(((uint64_t)s1 << 32) | s0));
+    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(bytes), _mm256_set1_epi16(32));
+}
+
+INLINE __m128i iq4_xs_scales(const block_iq4_xs *x) {
+    uint32_t l;
+    memcpy(&l, x->scales_l, sizeof l);
+    const __m128i packed = _mm_cvtsi32_si128((int)l);
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    const __m128i high_nibbles = _mm_and_si128(_mm_srli_epi16(packed, 4), low4);
+    const __m128i nibbles = _mm_unpacklo_epi8(_mm_and_si128(packed, low4), high_nibbles);
+    /* bits 2ib, 2ib + 1 of scales_h to the top of lane ib (no variable 16-bit shifts in AVX2) */
+    const __m128i to_top =
+        _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1);
+    const __m128i shifted = _mm_mullo_epi16(_mm_set1_epi16((short)x->scales_h), to_top);
+    const __m128i high = _mm_srli_epi16(shifted, 14);
+    const __m128i scales = _mm_or_si128(_mm_cvtepu8_epi16(nibbles), _mm_slli_epi16(high, 4));
+    return _mm_sub_epi16(scales, _mm_set1_epi16(32));
+}
+
+/* 16 bytes of Q4_0-style nibbles -> 32 bytes: [low nibbles | high nibbles] */
+INLINE __m256i nibbles32(const uint8_t *qs) {
+    const __m128i x = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i y = _mm256_inserti128_si256(_mm256_castsi128_si256(x), _mm_srli_epi16(x, 4), 1);
+    return _mm256_and_si256(y, _mm256_set1_epi8(0x0F));
+}
+
+/* 32 bytes where each bit `bit` of b is set -> `value`, else 0 */
+INLINE __m256i where_bit(__m256i b, int bit, int value) {
+    const __m256i m = _mm256_set1_epi8((char)(1 << bit));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(b, m), m);
+    return _mm256_and_si256(set, _mm256_set1_epi8((char)value));
+}
+
+INLINE void load_super256(int type, const uint8_t *row, int b, super256 *S) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(3);
+    switch (type) {
+    case LLAMAY_TYPE_Q4_K:
+    case LLAMAY_TYPE_Q5_K: {
+        const uint8_t *scales, *qs;
+        uint16_t d, dmin;
+        if (type == LLAMAY_TYPE_Q4_K) {
+            const block_q4_K *x = (const block_q4_K *)row + b;
+            scales = x->scales, qs = x->qs, d = x->d, dmin = x->dmin;
+        } else {
+            const block_q5_K *x = (const block_q5_K *)row + b;
+            scales = x->scales, qs = x->qs, d = x->d, dmin = x->dmin;
+        }
+        const __m128i scales_mins = q4_K_scales_mins(scales);
+        scales_per32(_mm256_cvtepu8_epi16(scales_mins), S->sc);
+        S->mins = per32_to_per16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(scales_mins, scales_mins)));
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            S->w[2 * c] = _mm256_and_si256(q, low4);
+            S->w[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+        }
+        if (type == LLAMAY_TYPE_Q5_K) {
+            const block_q5_K *x = (const block_q5_K *)row + b;
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)x->qh);
+            for (int j = 0; j < 8; j++) {
+                S->w[j] = _mm256_or_si256(S->w[j], where_bit(qh, j, 16));
+            }
+        }
+        S->d = llamay_fp16_to_fp32(d);
+        S->dmin = llamay_fp16_to_fp32(dmin);
+        break;
+    }
+    case LLAMAY_TYPE_Q6_K: {
+        const block_q6_K *x = (const block_q6_K *)row + b;
+        for (int half = 0; half < 2; half++) {
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * half));
+            for (int q = 0; q < 4; q++) { /* quarter q: ql[l + 32 (q % 2)], nibble q / 2 */
+                const uint8_t *low_bits = x->ql + 64 * half + 32 * (q % 2);
+                const __m256i ql = _mm256_loadu_si256((const __m256i *)low_bits);
+                const __m256i low = _mm256_and_si256(q / 2 ? _mm256_srli_epi16(ql, 4) : ql, low4);
+                const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * q), low2);
+                S->w[4 * half + q] = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+            }
+        }
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+        scales_per16(sc16, S->sc);
+        S->corr = sc16;
+        S->d = llamay_fp16_to_fp32(x->d);
+        break;
+    }
+    case LLAMAY_TYPE_Q2_K: {
+        const block_q2_K *x = (const block_q2_K *)row + b;
+        for (int chunk = 0; chunk < 2; chunk++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * chunk));
+            for (int s = 0; s < 4; s++) {
+                S->w[4 * chunk + s] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), low2);
+            }
+        }
+        const __m256i packed = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+        scales_per16(_mm256_and_si256(packed, _mm256_set1_epi16(0xF)), S->sc);
+        S->mins = _mm256_srli_epi16(packed, 4);
+        S->d = llamay_fp16_to_fp32(x->d);
+        S->dmin = llamay_fp16_to_fp32(x->dmin);
+        break;
+    }
+    case LLAMAY_TYPE_Q3_K: {
+        const block_q3_K *x = (const block_q3_K *)row + b;
+        const __m256i hmask = _mm256_loadu_si256((const __m256i *)x->hmask);
+        for (int chunk = 0; chunk < 2; chunk++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * chunk));
+            for (int s = 0; s < 4; s++) {
+                const __m256i low = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), low2);
+                S->w[4 * chunk + s] = _mm256_or_si256(low, where_bit(hmask, 4 * chunk + s, 4));
+            }
+        }
+        const __m256i sc16 = q3_K_scales(x->scales);
+        scales_per16(sc16, S->sc);
+        S->corr = sc16;
+        S->d = llamay_fp16_to_fp32(x->d);
+        break;
+    }
+    default: { /* IQ4_XS */
+        const block_iq4_xs *x = (const block_iq4_xs *)row + b;
+        const __m256i table = lookup_table(kvalues_iq4nl);
+        for (int ib = 0; ib < 8; ib++) {
+            S->w[ib] = _mm256_shuffle_epi8(table, nibbles32(x->qs + 16 * ib));
+        }
+        scales_per32(_mm256_castsi128_si256(iq4_xs_scales(x)), S->sc);
+        S->d = llamay_fp16_to_fp32(x->d);
+        break;
+    }
+    }
+}
+
+INLINE void k_row(int type, const llamay_weight *w, const uint8_t *act, int t0, int n_tok, int r,
+                  float (*results)[LLAMAY_ROW_BLOCK], int column,
+                  float (*acc)[LLAMAY_QUANT_LANES]) {
+    const int nb = w->n_cols / 256;
+    const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+    const int offset = offset256(type);
+    memset(acc, 0, sizeof(float) * LLAMAY_QUANT_LANES * (size_t)n_tok);
+    for (int b = 0; b < nb; b++) {
+        super256 S;
+        load_super256(type, row, b, &S);
+        for (int t = 0; t < n_tok; t++) {
+            const llamay_act_q a = llamay_act_q_of(w, act, t0 + t);
+            const int8_t *qs = a.qs + 256 * (size_t)b;
+            __m256i sum = _mm256_setzero_si256();
+            for (int k = 0; k < 8; k++) {
+                const __m256i x = _mm256_loadu_si256((const __m256i *)(qs + 32 * k));
+                const __m256i pairs = type == LLAMAY_TYPE_IQ4_XS ? signed_pairs(S.w[k], x)
+                                                                 : _mm256_maddubs_epi16(S.w[k], x);
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, S.sc[k]));
+            }
+            const __m256i bsums = _mm256_loadu_si256((const __m256i *)(a.sum + 16 * (size_t)b));
+            int32_t i1 = hsum_epi32(sum);
+            if (offset) {
+                i1 -= offset * hsum_epi32(_mm256_madd_epi16(bsums, S.corr));
+            }
+            float *lane = &acc[t][b % LLAMAY_QUANT_LANES];
+            *lane = fmaf(S.d * a.d[b], (float)i1, *lane);
+            if (has_min256(type)) {
+                const int32_t i2 = -hsum_epi32(_mm256_madd_epi16(bsums, S.mins));
+                *lane = fmaf(S.dmin * a.d[b], (float)i2, *lane);
+            }
+        }
+    }
+    for (int t = 0; t < n_tok; t++) {
+        results[t][column] = llamay_tree8(acc[t]);
+    }
+}
+
+INLINE void k_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
+                     float *out, size_t out_stride, int row_begin, int row_end) {
+    float acc[TOKEN_CHUNK][LLAMAY_QUANT_LANES];
+    float results[TOKEN_CHUNK][LLAMAY_ROW_BLOCK];
+    for (int t0 = 0; t0 < n_tokens; t0 += TOKEN_CHUNK) {
+        const int n_tok = n_tokens - t0 < TOKEN_CHUNK ? n_tokens - t0 : TOKEN_CHUNK;
+        for (int r0 = row_begin; r0 < row_end; r0 += LLAMAY_ROW_BLOCK) {
+            const int n_rows = row_end - r0 < LLAMAY_ROW_BLOCK ? row_end - r0 : LLAMAY_ROW_BLOCK;
+            for (int r = 0; r < n_rows; r++) {
+                k_row(type, w, act, t0, n_tok, r0 + r, results, r, acc);
+            }
+            llamay_store_results(out, out_stride, t0, n_tok, r0, n_rows, results);
+        }
+    }
+}
+
+#define K_KERNEL(name, type)                                                                    \
+    static void avx2_##name(const llamay_weight *w, const uint8_t *act, int n_tokens,           \
+                            float *out, size_t out_stride, int row_begin, int row_end) {        \
+        k_kernel(type, w, act, n_tokens, out, out_stride, row_begin, row_end);                  \
+    }
+
+K_KERNEL(q2_K, LLAMAY_TYPE_Q2_K)
+K_KERNEL(q3_K, LLAMAY_TYPE_Q3_K)
+K_KERNEL(q4_K, LLAMAY_TYPE_Q4_K)
+K_KERNEL(q5_K, LLAMAY_TYPE_Q5_K)
+K_KERNEL(q6_K, LLAMAY_TYPE_Q6_K)
+K_KERNEL(iq4_xs, LLAMAY_TYPE_IQ4_XS)
+
+llamay_matmul_fn llamay_avx2_kernel(int type) {
+    switch (type) {
+    case LLAMAY_TYPE_F32: return avx2_f32;
+    case LLAMAY_TYPE_F16: return avx2_f16;
+    case LLAMAY_TYPE_BF16: return avx2_bf16;
+    case LLAMAY_TYPE_Q4_0: return avx2_q4_0;
+    case LLAMAY_TYPE_Q4_1: return avx2_q4_1;
+    case LLAMAY_TYPE_Q5_0: return avx2_q5_0;
+    case LLAMAY_TYPE_Q5_1: return avx2_q5_1;
+    case LLAMAY_TYPE_Q8_0: return avx2_q8_0;
+    case LLAMAY_TYPE_IQ4_NL: return avx2_iq4_nl;
+    case LLAMAY_TYPE_MXFP4: return avx2_mxfp4;
+    case LLAMAY_TYPE_Q2_K: return avx2_q2_K;
+    case LLAMAY_TYPE_Q3_K: return avx2_q3_K;
+    case LLAMAY_TYPE_Q4_K: return avx2_q4_K;
+    case LLAMAY_TYPE_Q5_K: return avx2_q5_K;
+    case LLAMAY_TYPE_Q6_K: return avx2_q6_K;
+    case LLAMAY_TYPE_IQ4_XS: return avx2_iq4_xs;
+    default: return NULL;
+    }
+}
+
+#else
+
+llamay_matmul_fn llamay_avx2_kernel(int type) {
+    (void)type;
+    return NULL;
+}
+
+#endif

@@ -1,0 +1,986 @@
+/* AVX-512 kernels (F, BW, DQ, VL, VNNI): the same bits as matmul_ref.c, faster.
+
+   Integer dot products use VNNI: vpdpbusd (unsigned x signed bytes into int32) for the
+   32-element formats, whose weights are made unsigned by an offset that is taken back exactly
+   with the activation block's sum; vpmaddubsw + vpdpwssd for the K-quants, which folds each
+   sub-block's scale into the int32 accumulation. Integer sums are exact in any order, so only
+   the fp32 steps need to follow the reference: per block b, fmaf into lane b % 8.
+
+   32-element formats read the packed weights (matmul_kernels.h): in a group of eight blocks,
+   32-bit lane j (and j + 8) of every vpdpbusd is block j, so the eight lanes of one ymm
+   accumulator are the eight canonical lanes, with no horizontal sums and no gathers.
+   256-element formats read the GGUF blocks: one super-block's integers at a time, reduced
+   eight at a time (eight tokens in prefill, eight rows in decode) so that the fp32 steps run
+   with tokens or rows as lanes. */
+#include "matmul_kernels.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && \
+    defined(__AVX512VL__) && defined(__AVX512VNNI__) && defined(__F16C__) && defined(__FMA__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "blocks.h"
+#include "fp16.h"
+#include "iq_tables.h"
+#include "quants.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* Tokens whose accumulators are kept while a tile of weight rows is decoded once. */
+#define TOKEN_CHUNK 64
+
+INLINE float tree8_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+INLINE float tree16_ps(__m512 v) {
+    return tree8_ps(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+}
+
+/* llamay_tree8 of eight accumulators held lane by lane: lane i of the result is the tree of
+   lane i of a[0..7] */
+INLINE __m256 tree8_across(const __m256 a[8]) {
+    const __m256 s0 = _mm256_add_ps(a[0], a[4]), s1 = _mm256_add_ps(a[1], a[5]);
+    const __m256 s2 = _mm256_add_ps(a[2], a[6]), s3 = _mm256_add_ps(a[3], a[7]);
+    return _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
+}
+
+INLINE int32_t hsum_epi32(__m512i v) { return _mm512_reduce_add_epi32(v); }
+
+INLINE int32_t hsum256_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* ======================= fp32 weights: F32, F16, BF16 ======================= */
+
+INLINE __m512 load_weights16(int type, const uint8_t *row, int i, __mmask16 k) {
+    switch (type) {
+    case LLAMAY_TYPE_F16:
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, row + 2 * (size_t)i));
+    case LLAMAY_TYPE_BF16: {
+        const __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, row + 2 * (size_t)i));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+    }
+    default: return _mm512_maskz_loadu_ps(k, row + 4 * (size_t)i);
+    }
+}
+
+/* rows x tokens outputs; element i into lane i % 16, the tail's missing lanes left untouched */
+INLINE void float_tile(int type, const llamay_weight *w, const uint8_t *act, int t0, int r0,
+                       float *out, size_t out_stride, const int rows, const int tokens) {
+    __m512 acc[4][4];
+    const uint8_t *wrow[4];
+    const float *x[4];
+    for (int r = 0; r < rows; r++) {
+        wrow[r] = w->data + (size_t)(r0 + r) * w->row_bytes;
+        for (int t = 0; t < tokens; t++) {
+            acc[r][t] = _mm512_setzero_ps();
+        }
+    }
+    for (int t = 0; t < tokens; t++) {
+        x[t] = (const float *)(act + (size_t)(t0 + t) * w->act_row_bytes);
+    }
+    const int n = w->n_cols;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 xv[4];
+        for (int t = 0; t < tokens; t++) {
+            xv[t] = _mm512_loadu_ps(x[t] + i);
+        }
+        for (int r = 0; r < rows; r++) {
+            const __m512 wv = load_weights16(type, wrow[r], i, 0xFFFF);
+            for (int t = 0; t < tokens; t++) {
+                acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+            }
+        }
+    }
+    if (i < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        for (int r = 0; r < rows; r++) {
+            const __m512 wv = load_weights16(type, wrow[r], i, k);
+            for (int t = 0; t < tokens; t++) {
+                const __m512 xv = _mm512_maskz_loadu_ps(k, x[t] + i);
+                acc[r][t] = _mm512_mask3_fmadd_ps(wv, xv, acc[r][t], k);
+            }
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        for (int t = 0; t < tokens; t++) {
+            out[(size_t)(t0 + t) * out_stride + r0 + r] = tree16_ps(acc[r][t]);
+        }
+    }
+}
+
+INLINE void float_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
+                         float *out, size_t out_stride, int row_begin, int row_end) {
+    int t = 0;
+    for (; t + 4 <= n_tokens; t += 4) {
+        int r = row_begin;
+        for (; r + 4 <= row_end; r += 4) {
+            float_tile(type, w, act, t, r, out, out_stride, 4, 4);
+        }
+        for (; r < row_end; r++) {
+            float_tile(type, w, act, t, r, out, out_stride, 1, 4);
+        }
+    }
+    for (; t < n_tokens; t++) {
+        int r = row_begin;
+        for (; r + 4 <= row_end; r += 4) {
+            float_tile(type, w, act, t, r, out, out_stride, 4, 1);
+        }
+        for (; r < row_end; r++) {
+            float_tile(type, w, act, t, r, out, out_stride, 1, 1);
+        }
+    }
+}
+
+#define FLOAT_KERNEL(name, type)                                                                \
+    static void avx512_##name(const llamay_weight *w, const uint8_t *act, int n_tokens,         \
+                              float *out, size_t out_stride, int row_begin, int row_end) {      \
+        float_kernel(type, w, act, n_tokens, out, out_stride, row_begin, row_end);              \
+    }
+
+FLOAT_KERNEL(f32, LLAMAY_TYPE_F32)
+FLOAT_KERNEL(f16, LLAMAY_TYPE_F16)
+FLOAT_KERNEL(bf16, LLAMAY_TYPE_BF16)
+
+/* ======================= 32-element formats x Q8_0, packed ======================= */
+
+/* The weights are fed to vpdpbusd as unsigned bytes v + 2^shift; 2^shift times the activation
+   block's sum is subtracted from the integer sum (0: no offset). */
+INLINE int offset_shift32(int type) {
+    switch (type) {
+    case LLAMAY_TYPE_Q4_0: return 3;
+    case LLAMAY_TYPE_Q5_0: return 4;
+    case LLAMAY_TYPE_Q4_1:
+    case LLAMAY_TYPE_Q5_1: return 0;
+    default: return 7; /* Q8_0 and the lookup types */
+    }
+}
+
+INLINE __m512i lookup_table(const int8_t values[16]) {
+    uint8_t biased[16];
+    for (int i = 0; i < 16; i++) {
+        biased[i] = (uint8_t)(values[i] + 128);
+    }
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)biased));
+}
+
+/* MXFP4's E8M0 exponents of eight blocks, as llamay_e8m0_to_fp32_half. */
+INLINE __m256 e8m0_halves8(const uint8_t *exponents) {
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)exponents));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __mmask8 small = _mm256_cmplt_epi32_mask(e, _mm256_set1_epi32(2));
+    return _mm256_castsi256_ps(_mm256_mask_blend_epi32(small, normal, subnormal));
+}
+
+INLINE __m256 halves8(const uint8_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+typedef struct {
+    __m512i w[4]; /* the group's 256 quants + offset, in the interleaved order */
+    __m256 d;     /* the blocks' scales */
+    __m256 m;     /* their mins (Q4_1, Q5_1) */
+} group32;
+
+INLINE void load_group32(int type, const uint8_t *group, __m512i table, group32 *G) {
+    if (type == LLAMAY_TYPE_Q8_0) {
+        const __m512i sign = _mm512_set1_epi8((char)0x80);
+        for (int k = 0; k < 4; k++) {
+            G->w[k] = _mm512_xor_si512(_mm512_loadu_si512(group + 64 * k), sign);
+        }
+    } else {
+        const __m512i low4 = _mm512_set1_epi8(0x0F);
+        for (int h = 0; h < 2; h++) {
+            const __m512i z = _mm512_loadu_si512(group + 64 * h);
+            G->w[2 * h] = _mm512_and_si512(z, low4);
+            G->w[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), low4);
+        }
+        if (type == LLAMAY_TYPE_IQ4_NL || type == LLAMAY_TYPE_MXFP4) {
+            for (int k = 0; k < 4; k++) {
+                G->w[k] = _mm512_shuffle_epi8(table, G->w[k]);
+            }
+        }
+        if (llamay_packed_has_fifth_bits(type)) {
+            const uint8_t *fifth = group + llamay_packed_fifth_bits_offset(type);
+            for (int k = 0; k < 4; k++) {
+                uint64_t bits;
+                memcpy(&bits, fifth + 8 * k, sizeof bits);
+                G->w[k] = _mm512_mask_add_epi8(G->w[k], bits, G->w[k], _mm512_set1_epi8(16));
+            }
+        }
+    }
+    const uint8_t *scales = group + llamay_packed_scales_offset(type);
+    G->d = type == LLAMAY_TYPE_MXFP4 ? e8m0_halves8(scales) : halves8(scales);
+    if (llamay_packed_has_mins(type)) {
+        G->m = halves8(group + llamay_packed_mins_offset(type));
+    }
+}
+
+/* acc's lanes k (the group's blocks present) += each block's terms with the activation's
+   interleaved quants, scales and sums at group g. */
+INLINE __m256 group_step(int type, const group32 *G, const llamay_act_q *a, int g, __mmask8 k,
+                         __m256 acc) {
+    const int8_t *qs = a->qs + 256 * g;
+    const float *d = a->d + 8 * g;
+    const int16_t *sum = a->sum + 8 * g;
+    __m512i dot[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}; /* two chains */
+    for (int k = 0; k < 4; k++) {
+        dot[k % 2] = _mm512_dpbusd_epi32(dot[k % 2], G->w[k], _mm512_loadu_si512(qs + 64 * k));
+    }
+    const __m512i lanes = _mm512_add_epi32(dot[0], dot[1]); /* lanes j and j + 8: block j */
+    __m256i isum = _mm256_add_epi32(_mm512_castsi512_si256(lanes),
+                                    _mm512_extracti64x4_epi64(lanes, 1));
+    const __m256 da = _mm256_loadu_ps(d);
+    const __m256i asum = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)sum));
+    if (offset_shift32(type)) {
+        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(asum, offset_shift32(type)));
+    }
+    acc = _mm256_mask3_fmadd_ps(_mm256_mul_ps(G->d, da), _mm256_cvtepi32_ps(isum), acc, k);
+    if (llamay_packed_has_mins(type)) {
+        acc = _mm256_mask3_fmadd_ps(_mm256_mul_ps(G->m, da), _mm256_cvtepi32_ps(asum), acc, k);
+    }
+    return acc;
+}
+
+/* the lanes of group g's blocks that exist: all but in a row's last, partial group */
+INLINE __mmask8 present(int n_blocks, int g) {
+    const int n = n_blocks - 8 * g;
+    return n >= 8 ? 0xFF : (__mmask8)((1u << n) - 1);
+}
+
+/* Decode: one row against one token, the accumulator in a register. */
+INLINE float q32_row(int type, const llamay_weight *w, const llamay_act_q *a, int r,
+                     __m512i table) {
+    const int nb = w->n_cols / 32, group_bytes = llamay_packed_group_bytes(type);
+    const uint8_t *row = w->packed + (size_t)r * w->packed_row_bytes;
+    __m256 acc = _mm256_setzero_ps();
+    for (int g = 0; 8 * g < nb; g++) {
+        group32 G;
+        load_group32(type, row + (size_t)g * group_bytes, table, &G);
+        acc = group_step(type, &G, a, g, present(nb, g), acc);
+    }
+    return tree8_ps(acc);
+}
+
+/* Prefill: a tile of `rows` weight rows, each group decoded once for every token of the
+   chunk. */
+INLINE void q32_tile(int type, const llamay_weight *w, const uint8_t *act, int t0, int n_tok,
+                     int r0, float (*results)[LLAMAY_ROW_BLOCK], int column, const int rows,
+                     __m256 (*acc)[TOKEN_CHUNK], __m512i table) {
+    const int nb = w->n_cols / 32, group_bytes = llamay_packed_group_bytes(type);
+    for (int r = 0; r < rows; r++) {
+        for (int t = 0; t < n_tok; t++) {
+            acc[r][t] = _mm256_setzero_ps();
+        }
+    }
+    for (int g = 0; 8 * g < nb; g++) {
+        group32 G[4];
+        for (int r = 0; r < rows; r++) {
+            const uint8_t *row = w->packed + (size_t)(r0 + r) * w->packed_row_bytes;
+            load_group32(type, row + (size_t)g * group_bytes, table, &G[r]);
+        }
+        const __mmask8 k = present(nb, g);
+        for (int t = 0; t < n_tok; t++) {
+            const llamay_act_q a = llamay_act_q_of(w, act, t0 + t);
+            for (int r = 0; r < rows; r++) {
+                acc[r][t] = group_step(type, &G[r], &a, g, k, acc[r][t]);
+            }
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        for (int t = 0; t < n_tok; t++) {
+            results[t][column + r] = tree8_ps(acc[r][t]);
+        }
+    }
+}
+
+INLINE void q32_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
+                       float *out, size_t out_stride, int row_begin, int row_end) {
+    const __m512i table = lookup_table(type == LLAMAY_TYPE_MXFP4 ? kvalues_mxfp4 : kvalues_iq4nl);
+    if (n_tokens == 1) {
+        const llamay_act_q a = llamay_act_q_of(w, act, 0);
+        for (int r = row_begin; r < row_end; r++) {
+            out[r] = q32_row(type, w, &a, r, table);
+        }
+        return;
+    }
+    __m256 acc[4][TOKEN_CHUNK];
+    float results[TOKEN_CHUNK][LLAMAY_ROW_BLOCK];
+    for (int t0 = 0; t0 < n_tokens; t0 += TOKEN_CHUNK) {
+        const int n_tok = n_tokens - t0 < TOKEN_CHUNK ? n_tokens - t0 : TOKEN_CHUNK;
+        for (int r0 = row_begin; r0 < row_end; r0 += LLAMAY_ROW_BLOCK) {
+            const int n_rows = row_end - r0 < LLAMAY_ROW_BLOCK ? row_end - r0 : LLAMAY_ROW_BLOCK;
+            int r = 0;
+            for (; r + 4 <= n_rows; r += 4) {
+                q32_tile(type, w, act, t0, n_tok, r0 + r, results, r, 4, acc, table);
+            }
+            for (; r < n_rows; r++) {
+                q32_tile(type, w, act, t0, n_tok, r0 + r, results, r, 1, acc, table);
+            }
+            llamay_store_results(out, out_stride, t0, n_tok, r0, n_rows, results);
+        }
+    }
+}
+
+#define Q32_KERNEL(name, type)                                                                  \
+    static void avx512_##name(const llamay_weight *w, const uint8_t *act, int n_tokens,         \
+                              float *out, size_t out_stride, int row_begin, int row_end) {      \
+        q32_kernel(type, w, act, n_tokens, out, out_stride, row_begin, row_end);                \
+    }
+
+Q32_KERNEL(q4_0, LLAMAY_TYPE_Q4_0)
+Q32_KERNEL(q4_1, LLAMAY_TYPE_Q4_1)
+Q32_KERNEL(q5_0, LLAMAY_TYPE_Q5_0)
+Q32_KERNEL(q5_1, LLAMAY_TYPE_Q5_1)
+Q32_KERNEL(q8_0, LLAMAY_TYPE_Q8_0)
+Q32_KERNEL(iq4_nl, LLAMAY_TYPE_IQ4_NL)
+Q32_KERNEL(mxfp4, LLAMAY_TYPE_MXFP4)
+
+/* ======================= 256-element formats x Q8_K ======================= */
+
+/* A super-block decoded for the integer dot: i1 = sum_k dpwssd(maddubs(w[k], x[k]), sc[k])
+   (or, for IQ4_XS, sum_k mullo(dpbusd(w[k], x[k]), sc[k])) + <bsums, corr>, and
+   i2 = -<bsums, mins>, where bsums are the activation's sixteen sums of 16 and corr takes the
+   weights' offset back: -offset times each 16 elements' scale. The IQ2/IQ3 grids give
+   magnitudes; their signs negate the activation's bytes (x[k] where neg[k] is set). */
+typedef struct {
+    __m512i w[4];    /* 256 unsigned weights in element order */
+    __m512i sc[4];   /* per-element-pair int16 scales (int32 per 4 for IQ4_XS) */
+    __mmask64 neg[4];
+    __m256i corr;    /* int16 per 16 elements */
+    __m256i mins;    /* int16 per 16 elements */
+    float d, dmin;
+} super256;
+
+INLINE int offset256(int type) {
+    switch (type) {
+    case LLAMAY_TYPE_TQ1_0:
+    case LLAMAY_TYPE_TQ2_0: return 1;
+    case LLAMAY_TYPE_Q3_K: return 4;
+    case LLAMAY_TYPE_Q6_K: return 32;
+    case LLAMAY_TYPE_IQ4_XS: return 128;
+    default: return 0;
+    }
+}
+
+INLINE int has_signs256(int type) {
+    switch (type) {
+    case LLAMAY_TYPE_IQ2_XXS:
+    case LLAMAY_TYPE_IQ2_XS:
+    case LLAMAY_TYPE_IQ2_S:
+    case LLAMAY_TYPE_IQ3_XXS:
+    case LLAMAY_TYPE_IQ3_S: return 1;
+    default: return 0;
+    }
+}
+
+/* The grid types: 32 entries of eight magnitudes, a sign byte for each, a scale per 16. */
+typedef struct {
+    uint64_t grid[32];
+    uint8_t signs[32];
+    int16_t scales[16];
+    float d;
+} grid256;
+
+INLINE void decode_grid256(int type, const uint8_t *row, int b, grid256 *q) {
+    switch (type) {
+    case LLAMAY_TYPE_IQ2_XXS: {
+        const block_iq2_xxs *x = (const block_iq2_xxs *)row + b;
+        for (int ib = 0; ib < 8; ib++) {
+            uint32_t aux[2];
+            memcpy(aux, x->qs + 4 * ib, sizeof aux);
+            for (int l = 0; l < 4; l++) {
+                q->grid[4 * ib + l] = iq2xxs_grid[(aux[0] >> (8 * l)) & 0xFF];
+                q->signs[4 * ib + l] = ksigns_iq2xs[(aux[1] >> (7 * l)) & 127];
+            }
+            q->scales[2 * ib] = q->scales[2 * ib + 1] = (int16_t)(2 * (aux[1] >> 28) + 1);
+        }
+        q->d = 0.125f * llamay_fp16_to_fp32(x->d);
+        break;
+    }
+    case LLAMAY_TYPE_IQ2_XS: {
+        const block_iq2_xs *x = (const block_iq2_xs *)row + b;
+        for (int i = 0; i < 32; i++) {
+            q->grid[i] = iq2xs_grid[x->qs[i] & 511];
+            q->signs[i] = ksigns_iq2xs[x->qs[i] >> 9];
+        }
+        for (int ib = 0; ib < 8; ib++) {
+            q->scales[2 * ib] = (int16_t)(2 * (x->scales[ib] & 0xF) + 1);
+            q->scales[2 * ib + 1] = (int16_t)(2 * (x->scales[ib] >> 4) + 1);
+        }
+        q->d = 0.125f * llamay_fp16_to_fp32(x->d);
+        break;
+    }
+    case LLAMAY_TYPE_IQ2_S: {
+        const block_iq2_s *x = (const block_iq2_s *)row + b;
+        for (int ib = 0; ib < 8; ib++) {
+            for (int l = 0; l < 4; l++) {
+                const int index = x->qs[4 * ib + l] | ((x->qh[ib] << (8 - 2 * l)) & 0x300);
+                q->grid[4 * ib + l] = iq2s_grid[index];
+                q->signs[4 * ib + l] = x->qs[32 + 4 * ib + l];
+            }
+            q->scales[2 * ib] = (int16_t)(2 * (x->scales[ib] & 0xF) + 1);
+            q->scales[2 * ib + 1] = (int16_t)(2 * (x->scales[ib] >> 4) + 1);
+        }
+        q->d = 0.125f * llamay_fp16_to_fp32(x->d);
+        break;
+    }
+    case LLAMAY_TYPE_IQ3_XXS: {
+        const block_iq3_xxs *x = (const block_iq3_xxs *)row + b;
+        for (int ib = 0; ib < 8; ib++) {
+            uint32_t aux;
+            memcpy(&aux, x->qs + 64 + 4 * ib, sizeof aux);
+            for (int l = 0; l < 4; l++) {
+                q->grid[4 * ib + l] = iq3xxs_grid[x->qs[8 * ib + 2 * l]] |
+                                      (uint64_t)iq3xxs_grid[x->qs[8 * ib + 2 * l + 1]] << 32;
+                q->signs[4 * ib + l] = ksigns_iq2xs[(aux >> (7 * l)) & 127];
+            }
+            q->scales[2 * ib] = q->scales[2 * ib + 1] = (int16_t)(2 * (aux >> 28) + 1);
+        }
+        q->d = 0.25f * llamay_fp16_to_fp32(x->d);
+        break;
+    }
+    default: { /* IQ3_S */
+        const block_iq3_s *x = (const block_iq3_s *)row + b;
+        for (int ib = 0; ib < 8; ib++) {
+            for (int l = 0; l < 4; l++) {
+                const int i1 = x->qs[8 * ib + 2 * l] | ((x->qh[ib] << (8 - 2 * l)) & 256);
+                const int i2 = x->qs[8 * ib + 2 * l + 1] | ((x->qh[ib] << (7 - 2 * l)) & 256);
+                q->grid[4 * ib + l] = iq3s_grid[i1] | (uint64_t)iq3s_grid[i2] << 32;
+                q->signs[4 * ib + l] = x->signs[4 * ib + l];
+            }
+            q->scales[2 * ib] = q->scales[2 * ib + 1] =
+                (int16_t)(2 * ((x->scales[ib / 2] >> (4 * (ib % 2))) & 0xF) + 1);
+        }
+        q->d = llamay_fp16_to_fp32(x->d);
+        break;
+    }
+    }
+}
+
+/* TQ1_0's base-3 digits (0..2) in element order: digit l of byte q is (uint8)(q * 3^l) * 3 >> 8 */
+INLINE void tq1_0_digits(const block_tq1_0 *x, uint8_t digits[256]) {
+    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    for (int l = 0; l < 5; l++) {
+        for (int m = 0; m < 32; m++) {
+            digits[32 * l + m] = (uint8_t)(((uint8_t)(x->qs[m] * pow3[l]) * 3) >> 8);
+        }
+        for (int m = 0; m < 16; m++) {
+            digits[160 + 16 * l + m] = (uint8_t)(((uint8_t)(x->qs[32 + m] * pow3[l]) * 3) >> 8);
+        }
+    }
+    for (int l = 0; l < 4; l++) {
+        for (int j = 0; j < 4; j++) {
+            digits[240 + 4 * l + j] = (uint8_t)(((uint8_t)(x->qh[j] * pow3[l]) * 3) >> 8);
+        }
+    }
+}
+
+INLINE int has_min256(int type) {
+    return type == LLAMAY_TYPE_Q2_K || type == LLAMAY_TYPE_Q4_K || type == LLAMAY_TYPE_Q5_K;
+}
+
+/* int16 scales, one per 16 elements -> four vectors of int16 pairs: vector k covers elements
+   64k..64k+63, whose 128-bit lane i holds the pairs of sub-block 4k + i */
+INLINE void scales_per16(__m256i sc16, __m512i sc[4]) {
+    static const int16_t lane_of_pair[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                             2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+    const __m512i base = _mm512_loadu_si512(lane_of_pair);
+    const __m512i v = _mm512_castsi256_si512(sc16);
+    for (int k = 0; k < 4; k++) {
+        const __m512i index = _mm512_add_epi16(base, _mm512_set1_epi16((short)(4 * k)));
+        sc[k] = _mm512_permutexvar_epi16(index, v);
+    }
+}
+
+/* int16 scales in lanes first..first+7 of v, one per 32 elements -> four vectors of int16
+   pairs: vector k covers sub-blocks 2k (pairs 0-15) and 2k + 1 (pairs 16-31) */
+INLINE void scales_per32(__m256i v, int first, __m512i sc[4]) {
+    static const int16_t scale_of_pair[32] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                              1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const __m512i base = _mm512_loadu_si512(scale_of_pair);
+    for (int k = 0; k < 4; k++) {
+        const __m512i index = _mm512_add_epi16(base, _mm512_set1_epi16((short)(first + 2 * k)));
+        sc[k] = _mm512_permutexvar_epi16(index, _mm512_castsi256_si512(v));
+    }
+}
+
+/* int16 lanes first..first+7 of v, one per 32 elements -> one per 16 elements */
+INLINE __m256i per32_to_per16(__m256i v, int first) {
+    const __m256i pairs = _mm256_setr_epi16(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m256i index = _mm256_add_epi16(pairs, _mm256_set1_epi16((short)first));
+    return _mm256_permutexvar_epi16(index, v);
+}
+
+/* Q4_K/Q5_K: the eight 6-bit scales (int16 lanes 0-7) and mins (lanes 8-15), unpacked with
+   32-bit arithmetic as ggml does, so that nothing goes through memory */
+INLINE __m256i q4_K_scales_mins(const uint8_t *packed) {
+    uint32_t u[3];
+    memcpy(u, packed, sizeof u);
+    const uint32_t six = 0x3f3f3f3f, low4 = 0x0f0f0f0f, two = 0x03030303;
+    const uint32_t scales_low = u[0] & six, mins_low = u[1] & six;
+    const uint32_t scales_high = (u[2] & low4) | (((u[0] >> 6) & two) << 4);
+    const uint32_t mins_high = ((u[2] >> 4) & low4) | (((u[1] >> 6) & two) << 4);
+    const __m128i bytes = _mm_set_epi64x(((uint64_t)mins_high << 32) | mins_low,
+                                         ((uint64_t)scales_high << 32) | scales_low);
+    return _mm256_cvtepu8_epi16(bytes);
+}
+
+/* Q3_K: the sixteen scales, minus 32, as int16 */
+INLINE __m256i q3_K_scales(const uint8_t *packed) {
+    uint32_t u[3];
+    memcpy(u, packed, sizeof u);
+    const uint32_t low4 = 0x0f0f0f0f, two = 0x03030303;
+    const uint32_t s0 = (u[0] & low4) | ((u[2] & two) << 4);
+    const uint32_t s1 = (u[1] & low4) | (((u[2] >> 2) & two) << 4);
+    const uint32_t s2 = ((u[0] >> 4) & low4) | (((u[2] >> 4) & two) << 4);
+    const uint32_t s3 = ((u[1] >> 4) & low4) | (((u[2] >> 6) & two) << 4);
+    const __m128i bytes = _mm_set_epi64x(((uint64_t)s3 << 32) | s2, ((uint64_t)s1 << 32) | s0);
+    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(bytes), _mm256_set1_epi16(32));
+}
+
+/* IQ4_XS: the eight scales, minus 32, as int16 */
+INLINE __m128i iq4_xs_scales(const block_iq4_xs *x) {
+    uint32_t l;
+    memcpy(&l, x->scales_l, sizeof l);
+    const __m128i packed = _mm_cvtsi32_si128((int)l);
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    const __m128i nibbles = _mm_unpacklo_epi8(_mm_and_si128(packed, low4),
+                                              _mm_and_si128(_mm_srli_epi16(packed, 4), low4));
+    const __m128i shifts = _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m128i all_high = _mm_set1_epi16((short)x->scales_h);
+    const __m128i high = _mm_and_si128(_mm_srlv_epi16(all_high, shifts), _mm_set1_epi16(3));
+    const __m128i scales = _mm_or_si128(_mm_cvtepu8_epi16(nibbles), _mm_slli_epi16(high, 4));
+    return _mm_sub_epi16(scales, _mm_set1_epi16(32));
+}
+
+/* Q4_K/Q5_K: 64 nibbles -> elements [lo of 32 bytes | hi of the same 32 bytes], twice */
+INLINE void nibbles_k(const uint8_t *qs, __m512i *e0, __m512i *e1) {
+    const __m512i z = _mm512_loadu_si512(qs);
+    const __m512i lo = _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), _mm512_set1_epi8(0x0F));
+    *e0 = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+    *e1 = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
+}
+
+/* [q | q >> 2] (16-bit shifts: each byte's bits stay its own up to its top two) */
+INLINE __m512i with_shifted2(__m256i q) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 2), 1);
+}
+
+/* Q2_K's, Q3_K's and TQ2_0's 64 bytes of 2-bit codes: bits 2s..2s+1 of byte 32c + l are
+   element 128c + 32s + l */
+INLINE void two_bit_codes(const uint8_t *qs, __m512i w[4]) {
+    for (int c = 0; c < 2; c++) {
+        const __m512i z = with_shifted2(_mm256_loadu_si256((const __m256i *)(qs + 32 * c)));
+        w[2 * c] = _mm512_and_si512(z, _mm512_set1_epi8(3));
+        w[2 * c + 1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), _mm512_set1_epi8(3));
+    }
+}
+
+/* 64 bits: bit `bit` of each of the 32 bytes of b, then bit `bit` + 1 of each */
+INLINE __mmask64 bit_pair(__m256i b, int bit) {
+    const __mmask32 lo = _mm256_test_epi8_mask(b, _mm256_set1_epi8((char)(1 << bit)));
+    const __mmask32 hi = _mm256_test_epi8_mask(b, _mm256_set1_epi8((char)(1 << (bit + 1))));
+    return (__mmask64)lo | ((__mmask64)hi << 32);
+}
+
+INLINE void load_super256(int type, const uint8_t *row, int b, super256 *S) {
+    switch (type) {
+    case LLAMAY_TYPE_Q4_K:
+    case LLAMAY_TYPE_Q5_K: {
+        const uint8_t *scales, *qs;
+        uint16_t d, dmin;
+        if (type == LLAMAY_TYPE_Q4_K) {
+            const block_q4_K *x = (const block_q4_K *)row + b;
+            scales = x->scales, qs = x->qs, d = x->d, dmin = x->dmin;
+        } else {
+            const block_q5_K *x = (const block_q5_K *)row + b;
+            scales = x->scales, qs = x->qs, d = x->d, dmin = x->dmin;
+        }
+        const __m256i scales_mins = q4_K_scales_mins(scales);
+        scales_per32(scales_mins, 0, S->sc);
+        S->mins = per32_to_per16(scales_mins, 8);
+        nibbles_k(qs, &S->w[0], &S->w[1]);
+        nibbles_k(qs + 64, &S->w[2], &S->w[3]);
+        if (type == LLAMAY_TYPE_Q5_K) {
+            const block_q5_K *x = (const block_q5_K *)row + b;
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)x->qh);
+            for (int k = 0; k < 4; k++) { /* sub-blocks 2k, 2k + 1: bits 2k, 2k + 1 */
+                const __mmask64 high = bit_pair(qh, 2 * k);
+                S->w[k] = _mm512_mask_add_epi8(S->w[k], high, S->w[k], _mm512_set1_epi8(16));
+            }
+        }
+        S->d = llamay_fp16_to_fp32(d);
+        S->dmin = llamay_fp16_to_fp32(dmin);
+        break;
+    }
+    case LLAMAY_TYPE_Q6_K: {
+        const block_q6_K *x = (const block_q6_K *)row + b;
+        for (int half = 0; half < 2; half++) {
+            const __m512i ql = _mm512_loadu_si512(x->ql + 64 * half);
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * half));
+            const __m512i h = with_shifted2(qh);
+            const __m512i mask4 = _mm512_set1_epi8(0x0F), mask_high = _mm512_set1_epi8(0x30);
+            S->w[2 * half] = _mm512_or_si512(_mm512_and_si512(ql, mask4),
+                                             _mm512_and_si512(_mm512_slli_epi16(h, 4), mask_high));
+            S->w[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), mask4),
+                                                 _mm512_and_si512(h, mask_high));
+        }
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+        scales_per16(sc16, S->sc);
+        S->corr = _mm256_mullo_epi16(sc16, _mm256_set1_epi16((short)-offset256(type)));
+        S->d = llamay_fp16_to_fp32(x->d);
+        break;
+    }
+    case LLAMAY_TYPE_Q2_K: {
+        const block_q2_K *x = (const block_q2_K *)row + b;
+        two_bit_codes(x->qs, S->w);
+        const __m256i packed = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+        scales_per16(_mm256_and_si256(packed, _mm256_set1_epi16(0xF)), S->sc);
+        S->mins = _mm256_srli_epi16(packed, 4);
+        S->d = llamay_fp16_to_fp32(x->d);
+        S->dmin = llamay_fp16_to_fp32(x->dmin);
+        break;
+    }
+    case LLAMAY_TYPE_Q3_K: {
+        const block_q3_K *x = (const block_q3_K *)row + b;
+        const __m256i hmask = _mm256_loadu_si256((const __m256i *)x->hmask);
+        two_bit_codes(x->qs, S->w);
+        for (int k = 0; k < 4; k++) { /* elements 64k..64k+63: hmask bits 2k and 2k + 1 */
+            const __mmask64 high = bit_pair(hmask, 2 * k);
+            S->w[k] = _mm512_mask_add_epi8(S->w[k], high, S->w[k], _mm512_set1_epi8(4));
+        }
+        const __m256i sc16 = q3_K_scales(x->scales);
+        scales_per16(sc16, S->sc);
+        S->corr = _mm256_mullo_epi16(sc16, _mm256_set1_epi16((short)-offset256(type)));
+        S->d = llamay_fp16_to_fp32(x->d);
+        break;
+    }
+    case LLAMAY_TYPE_TQ2_0:
+    case LLAMAY_TYPE_TQ1_0: {
+        if (type == LLAMAY_TYPE_TQ2_0) { /* two-bit codes laid out as Q2_K's */
+            const block_tq2_0 *x = (const block_tq2_0 *)row + b;
+            two_bit_codes(x->qs, S->w);
+            S->d = llamay_fp16_to_fp32(x->d);
+        } else {
+            const block_tq1_0 *x = (const block_tq1_0 *)row + b;
+            uint8_t digits[256];
+            tq1_0_digits(x, digits);
+            for (int k = 0; k < 4; k++) {
+                S->w[k] = _mm512_loadu_si512(digits + 64 * k);
+            }
+            S->d = llamay_fp16_to_fp32(x->d);
+        }
+        const __m256i ones = _mm256_set1_epi16(1);
+        scales_per16(ones, S->sc);
+        S->corr = _mm256_sub_epi16(_mm256_setzero_si256(), ones);
+        break;
+    }
+    case LLAMAY_TYPE_IQ2_XXS:
+    case LLAMAY_TYPE_IQ2_XS:
+    case LLAMAY_TYPE_IQ2_S:
+    case LLAMAY_TYPE_IQ3_XXS:
+    case LLAMAY_TYPE_IQ3_S: {
+        grid256 q;
+        decode_grid256(type, row, b, &q);
+        for (int k = 0; k < 4; k++) {
+            S->w[k] = _mm512_loadu_si512(q.grid + 8 * k);
+            uint64_t neg;
+            memcpy(&neg, q.signs + 8 * k, sizeof neg);
+            S->neg[k] = neg;
+        }
+        scales_per16(_mm256_loadu_si256((const __m256i *)q.scales), S->sc);
+        S->d = q.d;
+        break;
+    }
+    default: { /* IQ4_XS */
+        const block_iq4_xs *x = (const block_iq4_xs *)row + b;
+        const __m512i table = lookup_table(kvalues_iq4nl);
+        for (int half = 0; half < 2; half++) {
+            const __m512i z = _mm512_loadu_si512(x->qs + 64 * half); /* sub-blocks 4h..4h+3 */
+            const __m512i low4 = _mm512_set1_epi8(0x0F);
+            const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(z, low4));
+            const __m512i high_nibbles = _mm512_and_si512(_mm512_srli_epi16(z, 4), low4);
+            const __m512i hi = _mm512_shuffle_epi8(table, high_nibbles);
+            /* sub-block i: 16 low nibbles (lo's lane i), then 16 high ones (hi's lane i) */
+            const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+            const __m512i second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+            S->w[2 * half] = _mm512_permutex2var_epi64(lo, first, hi);
+            S->w[2 * half + 1] = _mm512_permutex2var_epi64(lo, second, hi);
+        }
+        const __m128i s8 = iq4_xs_scales(x);
+        const __m256i s32 = _mm256_cvtepi16_epi32(s8);
+        for (int k = 0; k < 4; k++) {
+            /* the int32 lanes of sub-blocks 2k (0-7) and 2k + 1 (8-15) */
+            const __m512i index = _mm512_add_epi32(_mm512_set1_epi32(2 * k),
+                                                   _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0,
+                                                                     1, 1, 1, 1, 1, 1, 1, 1));
+            S->sc[k] = _mm512_permutexvar_epi32(index, _mm512_castsi256_si512(s32));
+        }
+        const __m256i s16 = per32_to_per16(_mm256_castsi128_si256(s8), 0);
+        S->corr = _mm256_mullo_epi16(s16, _mm256_set1_epi16(-128));
+        S->d = llamay_fp16_to_fp32(x->d);
+        break;
+    }
+    }
+}
+
+/* The partial sums of i1 (any order: integers) for one token's super-block. */
+INLINE __m512i k_dot(int type, const super256 *S, const int8_t *qs, __m256i bsums) {
+    __m512i sum = _mm512_setzero_si512();
+    for (int k = 0; k < 4; k++) {
+        __m512i x = _mm512_loadu_si512(qs + 64 * k);
+        if (has_signs256(type)) {
+            x = _mm512_mask_sub_epi8(x, S->neg[k], _mm512_setzero_si512(), x);
+        }
+        if (type == LLAMAY_TYPE_IQ4_XS) {
+            const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), S->w[k], x);
+            sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(dot, S->sc[k]));
+        } else {
+            sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(S->w[k], x), S->sc[k]);
+        }
+    }
+    if (offset256(type)) {
+        const __m512i corr = _mm512_zextsi256_si512(S->corr);
+        sum = _mm512_dpwssd_epi32(sum, _mm512_zextsi256_si512(bsums), corr);
+    }
+    return sum;
+}
+
+/* Four vectors [8 partial sums of item 2p | of item 2p+1] -> the eight items' sums. */
+INLINE __m256i reduce8(__m512i p0, __m512i p1, __m512i p2, __m512i p3) {
+    const __m512i q01 = _mm512_add_epi32(_mm512_shuffle_i64x2(p0, p1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                         _mm512_shuffle_i64x2(p0, p1, _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i q23 = _mm512_add_epi32(_mm512_shuffle_i64x2(p2, p3, _MM_SHUFFLE(2, 0, 2, 0)),
+                                         _mm512_shuffle_i64x2(p2, p3, _MM_SHUFFLE(3, 1, 3, 1)));
+    /* 128-bit lane k of q01 holds 4 partial sums of item k, of q23 of item 4 + k */
+    const __m512i r =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(q01, q23), _mm512_unpackhi_epi32(q01, q23));
+    const __m512i s = _mm512_add_epi32(r, _mm512_shuffle_epi32(r, _MM_PERM_BADC));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, s));
+}
+
+/* eight vectors of sixteen partial sums -> their eight sums */
+INLINE __m256i reduce8x16(const __m512i v[8]) {
+    __m512i p[4];
+    for (int i = 0; i < 4; i++) {
+        const __m512i a = v[2 * i], b = v[2 * i + 1];
+        p[i] = _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                                _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    return reduce8(p[0], p[1], p[2], p[3]);
+}
+
+/* eight vectors of eight partial sums -> their eight sums */
+INLINE __m256i reduce8x8(const __m256i v[8]) {
+    __m512i p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = _mm512_inserti64x4(_mm512_castsi256_si512(v[2 * i]), v[2 * i + 1], 1);
+    }
+    return reduce8(p[0], p[1], p[2], p[3]);
+}
+
+/* One row against a chunk of tokens. Eight tokens at a time, the fp32 steps run with the
+   tokens as lanes: acc8[group][l] holds lane l of eight tokens' accumulators. */
+INLINE void k_row(int type, const llamay_weight *w, const uint8_t *act, int t0, int n_tok, int r,
+                  float (*results)[LLAMAY_ROW_BLOCK], int column) {
+    const int nb = w->n_cols / 256;
+    const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+    const int n_vec = n_tok / 8 * 8;
+    const size_t scales_offset = llamay_act_scales_offset(LLAMAY_ACT_Q8_K, w->n_cols);
+    const __m256i row_offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                                   _mm256_set1_epi32((int)w->act_row_bytes));
+    __m256 acc8[TOKEN_CHUNK / 8][LLAMAY_QUANT_LANES];
+    float acc1[8][LLAMAY_QUANT_LANES];
+    for (int g = 0; g < n_vec / 8; g++) {
+        for (int l = 0; l < LLAMAY_QUANT_LANES; l++) {
+            acc8[g][l] = _mm256_setzero_ps();
+        }
+    }
+    memset(acc1, 0, sizeof acc1);
+    for (int b = 0; b < nb; b++) {
+        super256 S;
+        load_super256(type, row, b, &S);
+        const int lane = b % LLAMAY_QUANT_LANES;
+        for (int g = 0; g < n_vec / 8; g++) {
+            const uint8_t *first = act + (size_t)(t0 + 8 * g) * w->act_row_bytes;
+            __m512i sums[8];
+            __m256i mins[8];
+            for (int i = 0; i < 8; i++) {
+                const llamay_act_q a = llamay_act_q_of(w, act, t0 + 8 * g + i);
+                const __m256i bsums = _mm256_loadu_si256((const __m256i *)(a.sum + 16 * (size_t)b));
+                sums[i] = k_dot(type, &S, a.qs + 256 * (size_t)b, bsums);
+                if (has_min256(type)) {
+                    mins[i] = _mm256_madd_epi16(bsums, S.mins);
+                }
+            }
+            const float *d = (const float *)(first + scales_offset) + b;
+            const __m256 da = _mm256_i32gather_ps(d, row_offsets, 1);
+            const __m256 i1 = _mm256_cvtepi32_ps(reduce8x16(sums));
+            __m256 s = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(S.d), da), i1, acc8[g][lane]);
+            if (has_min256(type)) {
+                const __m256i i2 = _mm256_sub_epi32(_mm256_setzero_si256(), reduce8x8(mins));
+                const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(S.dmin), da);
+                s = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(i2), s);
+            }
+            acc8[g][lane] = s;
+        }
+        for (int t = n_vec; t < n_tok; t++) {
+            const llamay_act_q a = llamay_act_q_of(w, act, t0 + t);
+            const __m256i bsums = _mm256_loadu_si256((const __m256i *)(a.sum + 16 * (size_t)b));
+            const int32_t i1 = hsum_epi32(k_dot(type, &S, a.qs + 256 * (size_t)b, bsums));
+            float *acc = &acc1[t - n_vec][lane];
+            *acc = fmaf(S.d * a.d[b], (float)i1, *acc);
+            if (has_min256(type)) {
+                const int32_t i2 = -hsum256_epi32(_mm256_madd_epi16(bsums, S.mins));
+                *acc = fmaf(S.dmin * a.d[b], (float)i2, *acc);
+            }
+        }
+    }
+    for (int g = 0; g < n_vec / 8; g++) {
+        float lanes[8];
+        _mm256_storeu_ps(lanes, tree8_across(acc8[g]));
+        for (int i = 0; i < 8; i++) {
+            results[8 * g + i][column] = lanes[i];
+        }
+    }
+    for (int t = n_vec; t < n_tok; t++) {
+        results[t][column] = llamay_tree8(acc1[t - n_vec]);
+    }
+}
+
+/* Decode: eight rows against one token, the fp32 steps with the rows as lanes. */
+INLINE __m256 k_rows8(int type, const llamay_weight *w, const llamay_act_q *a, int r0) {
+    const int nb = w->n_cols / 256;
+    __m256 acc[LLAMAY_QUANT_LANES];
+    for (int l = 0; l < LLAMAY_QUANT_LANES; l++) {
+        acc[l] = _mm256_setzero_ps();
+    }
+    for (int b = 0; b < nb; b++) {
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)(a->sum + 16 * (size_t)b));
+        __m512i sums[8];
+        __m256i mins[8];
+        float d[8], dmin[8];
+        for (int i = 0; i < 8; i++) {
+            super256 S;
+            load_super256(type, w->data + (size_t)(r0 + i) * w->row_bytes, b, &S);
+            sums[i] = k_dot(type, &S, a->qs + 256 * (size_t)b, bsums);
+            d[i] = S.d;
+            if (has_min256(type)) {
+                mins[i] = _mm256_madd_epi16(bsums, S.mins);
+                dmin[i] = S.dmin;
+            }
+        }
+        const __m256 da = _mm256_set1_ps(a->d[b]);
+        const int lane = b % LLAMAY_QUANT_LANES;
+        const __m256 dw = _mm256_loadu_ps(d);
+        const __m256 i1 = _mm256_cvtepi32_ps(reduce8x16(sums));
+        acc[lane] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), i1, acc[lane]);
+        if (has_min256(type)) {
+            const __m256 dm = _mm256_loadu_ps(dmin);
+            const __m256i i2 = _mm256_sub_epi32(_mm256_setzero_si256(), reduce8x8(mins));
+            acc[lane] = _mm256_fmadd_ps(_mm256_mul_ps(dm, da), _mm256_cvtepi32_ps(i2), acc[lane]);
+        }
+    }
+    return tree8_across(acc);
+}
+
+INLINE void k_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
+                     float *out, size_t out_stride, int row_begin, int row_end) {
+    if (n_tokens == 1) {
+        const llamay_act_q a = llamay_act_q_of(w, act, 0);
+        int r = row_begin;
+        for (; r + 8 <= row_end; r += 8) {
+            _mm256_storeu_ps(out + r, k_rows8(type, w, &a, r));
+        }
+        if (r < row_end) {
+            float results[1][LLAMAY_ROW_BLOCK];
+            for (int i = 0; r + i < row_end; i++) {
+                k_row(type, w, act, 0, 1, r + i, results, i);
+            }
+            llamay_store_results(out, out_stride, 0, 1, r, row_end - r, results);
+        }
+        return;
+    }
+    float results[TOKEN_CHUNK][LLAMAY_ROW_BLOCK];
+    for (int t0 = 0; t0 < n_tokens; t0 += TOKEN_CHUNK) {
+        const int n_tok = n_tokens - t0 < TOKEN_CHUNK ? n_tokens - t0 : TOKEN_CHUNK;
+        for (int r0 = row_begin; r0 < row_end; r0 += LLAMAY_ROW_BLOCK) {
+            const int n_rows = row_end - r0 < LLAMAY_ROW_BLOCK ? row_end - r0 : LLAMAY_ROW_BLOCK;
+            for (int r = 0; r < n_rows; r++) {
+                k_row(type, w, act, t0, n_tok, r0 + r, results, r);
+            }
+            llamay_store_results(out, out_stride, t0, n_tok, r0, n_rows, results);
+        }
+    }
+}
+
+#define K_KERNEL(name, type)                                                                    \
+    static void avx512_##name(const llamay_weight *w, const uint8_t *act, int n_tokens,         \
+                              float *out, size_t out_stride, int row_begin, int row_end) {      \
+        k_kernel(type, w, act, n_tokens, out, out_stride, row_begin, row_end);                  \
+    }
+
+K_KERNEL(q2_K, LLAMAY_TYPE_Q2_K)
+K_KERNEL(q3_K, LLAMAY_TYPE_Q3_K)
+K_KERNEL(q4_K, LLAMAY_TYPE_Q4_K)
+K_KERNEL(q5_K, LLAMAY_TYPE_Q5_K)
+K_KERNEL(q6_K, LLAMAY_TYPE_Q6_K)
+K_KERNEL(iq4_xs, LLAMAY_TYPE_IQ4_XS)
+K_KERNEL(iq2_xxs, LLAMAY_TYPE_IQ2_XXS)
+K_KERNEL(iq2_xs, LLAMAY_TYPE_IQ2_XS)
+K_KERNEL(iq2_s, LLAMAY_TYPE_IQ2_S)
+K_KERNEL(iq3_xxs, LLAMAY_TYPE_IQ3_XXS)
+K_KERNEL(iq3_s, LLAMAY_TYPE_IQ3_S)
+K_KERNEL(tq1_0, LLAMAY_TYPE_TQ1_0)
+K_KERNEL(tq2_0, LLAMAY_TYPE_TQ2_0)
+
+llamay_matmul_fn llamay_avx512_kernel(int type) {
+    switch (type) {
+    case LLAMAY_TYPE_F32: return avx512_f32;
+    case LLAMAY_TYPE_F16: return avx512_f16;
+    case LLAMAY_TYPE_BF16: return avx512_bf16;
+    case LLAMAY_TYPE_Q4_0: return avx512_q4_0;
+    case LLAMAY_TYPE_Q4_1: return avx512_q4_1;
+    case LLAMAY_TYPE_Q5_0: return avx512_q5_0;
+    case LLAMAY_TYPE_Q5_1: return avx512_q5_1;
+    case LLAMAY_TYPE_Q8_0: return avx512_q8_0;
+    case LLAMAY_TYPE_IQ4_NL: return avx512_iq4_nl;
+    case LLAMAY_TYPE_MXFP4: return avx512_mxfp4;
+    case LLAMAY_TYPE_Q2_K: return avx512_q2_K;
+    case LLAMAY_TYPE_Q3_K: return avx512_q3_K;
+    case LLAMAY_TYPE_Q4_K: return avx512_q4_K;
+    case LLAMAY_TYPE_Q5_K: return avx512_q5_K;
+    case LLAMAY_TYPE_Q6_K: return avx512_q6_K;
+    case LLAMAY_TYPE_IQ4_XS: return avx512_iq4_xs;
+    case LLAMAY_TYPE_IQ2_XXS: return avx512_iq2_xxs;
+    case LLAMAY_TYPE_IQ2_XS: return avx512_iq2_xs;
+    case LLAMAY_TYPE_IQ2_S: return avx512_iq2_s;
+    case LLAMAY_TYPE_IQ3_XXS: return avx512_iq3_xxs;
+    case LLAMAY_TYPE_IQ3_S: return avx512_iq3_s;
+    case LLAMAY_TYPE_TQ1_0: return avx512_tq1_0;
+    case LLAMAY_TYPE_TQ2_0: return avx512_tq2_0;
+    default: return NULL;
+    }
+}
+
+#else
+
+llamay_matmul_fn llamay_avx512_kernel(int type) {
+    (void)type;
+    return NULL;
+}
+
+#endif

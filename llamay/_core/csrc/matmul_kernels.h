@@ -1,0 +1,198 @@
+/* Shared by the matmul kernel sets: the byte layouts of quantized activations and packed
+   weights, the pieces of the canonical order (matmul.h states it), scale unpacking that must
+   agree bit for bit, and the per-set kernel tables. */
+#ifndef LLAMAY_MATMUL_KERNELS_H
+#define LLAMAY_MATMUL_KERNELS_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "matmul.h"
+#include "quants.h"
+
+/* ---- quantized activation rows ----
+   A row holds the quants, then the block scales as fp32, then the block sums, each section
+   64-byte aligned. The quants are contiguous (one 64-byte load covers two Q8_0 blocks), in
+   element order, or for Q8_0_X8 interleaved like the packed weights (below), with the row
+   padded to whole groups of eight blocks (zeros). */
+
+#define LLAMAY_ACT_ALIGN 64
+
+static inline size_t llamay_align64(size_t n) {
+    return (n + (LLAMAY_ACT_ALIGN - 1)) & ~(size_t)(LLAMAY_ACT_ALIGN - 1);
+}
+
+/* elements per scale and per sum of each activation kind */
+static inline int llamay_act_scale_elems(int kind) { return kind == LLAMAY_ACT_Q8_K ? 256 : 32; }
+static inline int llamay_act_sum_elems(int kind) { return kind == LLAMAY_ACT_Q8_K ? 16 : 32; }
+
+/* elements a row holds: n_cols, or whole groups of eight blocks for Q8_0_X8 */
+static inline size_t llamay_act_padded_cols(int kind, int n_cols) {
+    return kind == LLAMAY_ACT_Q8_0_X8 ? ((size_t)n_cols + 255) / 256 * 256 : (size_t)n_cols;
+}
+
+static inline size_t llamay_act_scales_offset(int kind, int n_cols) {
+    return llamay_align64(llamay_act_padded_cols(kind, n_cols));
+}
+
+static inline size_t llamay_act_sums_offset(int kind, int n_cols) {
+    const size_t n_scales = llamay_act_padded_cols(kind, n_cols) / llamay_act_scale_elems(kind);
+    return llamay_act_scales_offset(kind, n_cols) + llamay_align64(n_scales * sizeof(float));
+}
+
+static inline size_t llamay_act_row_bytes(int kind, int n_cols) {
+    if (kind == LLAMAY_ACT_F32) {
+        return llamay_align64((size_t)n_cols * sizeof(float));
+    }
+    const size_t n_sums = llamay_act_padded_cols(kind, n_cols) / llamay_act_sum_elems(kind);
+    return llamay_act_sums_offset(kind, n_cols) + llamay_align64(n_sums * sizeof(int16_t));
+}
+
+typedef struct {
+    const int8_t *qs;   /* the quants */
+    const float *d;     /* one scale per 32 (Q8_0) or 256 (Q8_K) elements */
+    const int16_t *sum; /* sum of the quants of each 32 (Q8_0) or 16 (Q8_K) elements */
+} llamay_act_q;
+
+static inline llamay_act_q llamay_act_q_row(const uint8_t *row, int kind, int n_cols) {
+    llamay_act_q a;
+    a.qs = (const int8_t *)row;
+    a.d = (const float *)(row + llamay_act_scales_offset(kind, n_cols));
+    a.sum = (const int16_t *)(row + llamay_act_sums_offset(kind, n_cols));
+    return a;
+}
+
+/* token t's quantized activations for weight w */
+static inline llamay_act_q llamay_act_q_of(const llamay_weight *w, const uint8_t *act, int t) {
+    return llamay_act_q_row(act + (size_t)t * w->act_row_bytes, w->act_kind, w->n_cols);
+}
+
+/* Where element i of block j (of a group of eight) lies among the group's 256 interleaved
+   quants: in 32-byte chunk i / 4, at bytes 4j..4j+3, so that 32-bit lane j of a chunk is
+   block j. The packed weights and the Q8_0_X8 activations share this order. */
+static inline int llamay_x8_position(int j, int i) { return 32 * (i / 4) + 4 * j + i % 4; }
+
+/* ---- packed weights of the 32-element formats ----
+   A row is ceil(blocks / 8) groups; a group holds eight blocks (zeros past the row's end):
+   - quants: Q8_0's 256 bytes in the interleaved order above; or, for the 4- and 5-bit
+     formats, 128 bytes of nibbles: the low nibbles of bytes 64h..64h+63 are chunks 4h and
+     4h+1, their high nibbles chunks 4h+2 and 4h+3;
+   - Q5_0/Q5_1: 32 bytes of fifth bits, bit p for the quant at position p;
+   - the blocks' scales: 8 fp16, or MXFP4's 8 E8M0 bytes;
+   - Q4_1/Q5_1: the blocks' mins, 8 fp16. */
+
+static inline int llamay_is_packed_type(int type) {
+    switch (type) {
+    case LLAMAY_TYPE_Q4_0:
+    case LLAMAY_TYPE_Q4_1:
+    case LLAMAY_TYPE_Q5_0:
+    case LLAMAY_TYPE_Q5_1:
+    case LLAMAY_TYPE_Q8_0:
+    case LLAMAY_TYPE_IQ4_NL:
+    case LLAMAY_TYPE_MXFP4: return 1;
+    default: return 0;
+    }
+}
+
+static inline int llamay_packed_has_fifth_bits(int type) {
+    return type == LLAMAY_TYPE_Q5_0 || type == LLAMAY_TYPE_Q5_1;
+}
+
+static inline int llamay_packed_has_mins(int type) {
+    return type == LLAMAY_TYPE_Q4_1 || type == LLAMAY_TYPE_Q5_1;
+}
+
+static inline int llamay_packed_fifth_bits_offset(int type) {
+    return type == LLAMAY_TYPE_Q8_0 ? 256 : 128;
+}
+
+static inline int llamay_packed_scales_offset(int type) {
+    return llamay_packed_fifth_bits_offset(type) + (llamay_packed_has_fifth_bits(type) ? 32 : 0);
+}
+
+static inline int llamay_packed_mins_offset(int type) {
+    return llamay_packed_scales_offset(type) + (type == LLAMAY_TYPE_MXFP4 ? 8 : 16);
+}
+
+static inline int llamay_packed_group_bytes(int type) {
+    return llamay_packed_mins_offset(type) + (llamay_packed_has_mins(type) ? 16 : 0);
+}
+
+/* ---- the canonical order ---- */
+
+#define LLAMAY_QUANT_LANES 8  /* accumulators of the integer kernels: block b -> lane b % 8 */
+#define LLAMAY_FLOAT_LANES 16 /* accumulators of the fp32 kernels: element i -> lane i % 16 */
+
+/* ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)): what halving a SIMD register twice computes */
+static inline float llamay_tree8(const float acc[8]) {
+    const float s0 = acc[0] + acc[4], s1 = acc[1] + acc[5];
+    const float s2 = acc[2] + acc[6], s3 = acc[3] + acc[7];
+    return (s0 + s2) + (s1 + s3);
+}
+
+static inline float llamay_tree16(const float acc[16]) {
+    float half[8];
+    for (int i = 0; i < 8; i++) {
+        half[i] = acc[i] + acc[i + 8];
+    }
+    return llamay_tree8(half);
+}
+
+/* E8M0 exponent to fp32, halved (MXFP4's kvalues are doubled): as ggml_e8m0_to_fp32_half */
+static inline float llamay_e8m0_to_fp32_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    __builtin_memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Q4_K/Q5_K: the 6-bit scale and min of sub-block j (as ggml's get_scale_min_k4) */
+static inline void llamay_q4_K_scale_min(const uint8_t *q, int j, int *scale, int *min) {
+    if (j < 4) {
+        *scale = q[j] & 63;
+        *min = q[j + 4] & 63;
+    } else {
+        *scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* Q3_K: the sixteen signed scales from their 12-byte packing */
+static inline void llamay_q3_K_scales(const uint8_t *q, int scales[16]) {
+    for (int j = 0; j < 16; j++) {
+        const int low = j < 8 ? q[j] & 0xF : q[j - 8] >> 4;
+        const int high = (q[8 + j % 4] >> (2 * (j / 4))) & 3;
+        scales[j] = (low | (high << 4)) - 32;
+    }
+}
+
+/* IQ4_XS: the signed scale of sub-block ib */
+static inline int llamay_iq4_xs_scale(uint16_t scales_h, const uint8_t *scales_l, int ib) {
+    const int low = (scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
+    const int high = (scales_h >> (2 * ib)) & 3;
+    return (low | (high << 4)) - 32;
+}
+
+/* ---- writing results ----
+   out is token-major, so a tile of a few rows writes a few floats into each token's row, far
+   apart. Kernels gather the results of LLAMAY_ROW_BLOCK rows for a chunk of tokens first,
+   then write each token's row segment whole. */
+
+#define LLAMAY_ROW_BLOCK 16
+
+static inline void llamay_store_results(float *out, size_t out_stride, int t0, int n_tok, int r0,
+                                        int n_rows, const float (*results)[LLAMAY_ROW_BLOCK]) {
+    for (int t = 0; t < n_tok; t++) {
+        float *row = out + (size_t)(t0 + t) * out_stride + r0;
+        __builtin_memcpy(row, results[t], (size_t)n_rows * sizeof(float));
+    }
+}
+
+/* ---- kernel tables: the kernel of a set for a weight type, or NULL ---- */
+
+llamay_matmul_fn llamay_reference_kernel(int type);
+llamay_matmul_fn llamay_avx2_kernel(int type);
+llamay_matmul_fn llamay_avx512_kernel(int type);
+
+#endif

@@ -1,0 +1,208 @@
+# cython: language_level=3, annotation_typing=False
+"""Quantized matrix multiplication, from Python: for tests, benchmarks and debugging.
+
+The engine calls the C functions of csrc/matmul.h from inside its own parallel region; this
+module wraps the same kernels, one call per product, and lets a caller pick the kernel set to
+check that every set gives the same bits.
+"""
+
+import time
+
+import numpy as np
+
+from libc.stdint cimport uint8_t
+from libc.stdlib cimport calloc, free
+from posix.mman cimport MADV_HUGEPAGE, madvise
+
+from llamay.errors import UnsupportedModel
+from llamay.gguf.types import BY_ID
+
+cdef extern from "stdlib.h" nogil:
+    void *aligned_alloc(size_t alignment, size_t size)
+
+cdef extern from "matmul.h" nogil:
+    ctypedef struct llamay_weight:
+        int n_rows
+        size_t row_bytes
+        size_t packed_row_bytes
+        const uint8_t *packed
+        size_t act_row_bytes
+    ctypedef struct llamay_matmul_job:
+        const llamay_weight *w
+        const float *x
+        uint8_t *act
+        float *out
+    int LLAMAY_KERNELS_REFERENCE
+    int LLAMAY_KERNELS_AVX2
+    int LLAMAY_KERNELS_AVX512
+    int llamay_best_kernel_set()
+    int llamay_kernel_set_available(int kernel_set)
+    int llamay_kernel_set_has_simd(int kernel_set, int type)
+    int llamay_weight_init(llamay_weight *w, const void *data, int type, int n_rows, int n_cols,
+                           int kernel_set)
+    void llamay_weight_pack(const llamay_weight *w, uint8_t *packed, int row_begin, int row_end)
+    void llamay_matmul_parallel(const llamay_matmul_job *jobs, int n_jobs, int n_tokens,
+                                int repeats, int n_threads)
+
+KERNEL_SETS = {
+    "reference": LLAMAY_KERNELS_REFERENCE,
+    "avx2": LLAMAY_KERNELS_AVX2,
+    "avx512": LLAMAY_KERNELS_AVX512,
+}
+
+
+def kernel_sets() -> list:
+    """The kernel sets compiled into this build, slowest first ('reference' is always there)."""
+    return [name for name, s in KERNEL_SETS.items() if llamay_kernel_set_available(s)]
+
+
+def best_kernel_set() -> str:
+    """The kernel set the engine uses."""
+    best = llamay_best_kernel_set()
+    return next(name for name, s in KERNEL_SETS.items() if s == best)
+
+
+def has_simd(str kernels, int w_type) -> bool:
+    """Whether `kernels` has its own kernel for w_type (else it runs the reference: same bits)."""
+    return bool(llamay_kernel_set_has_simd(_kernel_set(kernels), w_type))
+
+
+def _kernel_set(str kernels) -> int:
+    if kernels == "best":
+        return llamay_best_kernel_set()
+    if kernels not in KERNEL_SETS:
+        raise ValueError(f"unknown kernel set {kernels!r}; known: best, {', '.join(KERNEL_SETS)}")
+    return KERNEL_SETS[kernels]
+
+
+cdef int _weight(llamay_weight *w, const uint8_t[::1] w_bytes, int w_type, int n_rows,
+                 int n_cols, str kernels) except -1:
+    """Fills w for the matrix in w_bytes, or raises."""
+    status = llamay_weight_init(w, &w_bytes[0] if w_bytes.shape[0] else NULL, w_type, n_rows,
+                                n_cols, _kernel_set(kernels))
+    name = BY_ID[w_type].name if w_type in BY_ID else f"type {w_type}"
+    if status == -2:
+        raise ValueError(f"kernel set {kernels!r} is not compiled in; available: {kernel_sets()}")
+    if status != 0:
+        raise UnsupportedModel(
+            f"no matmul for {name} weights of {n_cols} columns (a type llamay multiplies, "
+            "with rows a whole number of blocks, is needed)"
+        )
+    if <size_t>w_bytes.shape[0] != w.row_bytes * <size_t>n_rows:
+        raise ValueError(
+            f"{n_rows} rows of {n_cols} {name} elements take {w.row_bytes * n_rows} bytes, "
+            f"not {w_bytes.shape[0]}"
+        )
+    return 0
+
+
+HUGE_PAGE = 2 << 20
+
+
+cdef int _pack(llamay_weight *w) except -1:
+    """Gives w the packed copy its kernels read, where they read one (free w.packed after).
+
+    The copy goes into 2 MiB pages, as the engine places the weights it repacks: decode streams
+    them, and huge pages raise the bandwidth a core gets.
+    """
+    if w.packed_row_bytes == 0:
+        return 0
+    cdef size_t size = (w.packed_row_bytes * w.n_rows + HUGE_PAGE - 1) // HUGE_PAGE * HUGE_PAGE
+    cdef uint8_t *packed = <uint8_t *>aligned_alloc(HUGE_PAGE, size)
+    if packed == NULL:
+        raise MemoryError()
+    madvise(packed, size, MADV_HUGEPAGE)  # advice only: failure changes nothing but speed
+    with nogil:
+        llamay_weight_pack(w, packed, 0, w.n_rows)
+    w.packed = packed
+    return 0
+
+
+def _check_threads(int threads):
+    if threads < 0:
+        raise ValueError(f"threads must be >= 0 (0: OpenMP's default), not {threads}")
+
+
+def matmul(const uint8_t[::1] w_bytes, int w_type, int n_rows, int n_cols,
+           const float[:, ::1] x, int threads=0, str kernels="best"):
+    """out[t, r] = dot(row r of the weight matrix, x[t]): float32 of shape (len(x), n_rows).
+
+    w_bytes holds n_rows rows of n_cols elements of ggml type w_type (a GGUF tensor's data, as
+    laid out in the file). kernels is 'best' or one of kernel_sets(); every set gives the same
+    bits, and so does every threads count.
+    """
+    cdef llamay_weight w
+    cdef llamay_matmul_job job
+    _weight(&w, w_bytes, w_type, n_rows, n_cols, kernels)
+    if x.shape[1] != n_cols:
+        raise ValueError(f"x has {x.shape[1]} columns; the weight matrix has {n_cols}")
+    _check_threads(threads)
+
+    cdef int n_tokens = x.shape[0]
+    out = np.zeros((n_tokens, n_rows), dtype=np.float32)
+    cdef float[:, ::1] out_view = out
+    if n_tokens == 0 or n_rows == 0:
+        return out
+    job.w = &w
+    job.x = &x[0, 0]
+    job.out = &out_view[0, 0]
+    job.act = NULL
+    try:
+        _pack(&w)
+        job.act = <uint8_t *>aligned_alloc(64, w.act_row_bytes * n_tokens)
+        if job.act == NULL:
+            raise MemoryError()
+        with nogil:
+            llamay_matmul_parallel(&job, 1, n_tokens, 1, threads)
+    finally:
+        free(job.act)
+        free(<void *>w.packed)
+    return out
+
+
+def time_matmuls(list products, int n_tokens, int threads=0, int repeats=10,
+                 str kernels="best") -> float:
+    """Seconds per pass of a forward step's worth of products, run as the engine runs them.
+
+    products: (w_bytes, w_type, n_rows, n_cols) tuples, multiplied one after another (each
+    against its own random activations of n_tokens rows) in one OpenMP region, `repeats` times
+    after one pass to warm up; activation quantization is included.
+    """
+    _check_threads(threads)
+    cdef int n = len(products), i
+    if n == 0 or n_tokens <= 0 or repeats <= 0:
+        raise ValueError("time_matmuls needs products, n_tokens > 0 and repeats > 0")
+    cdef llamay_weight *weights = <llamay_weight *>calloc(n, sizeof(llamay_weight))
+    cdef llamay_matmul_job *jobs = <llamay_matmul_job *>calloc(n, sizeof(llamay_matmul_job))
+    cdef float[:, ::1] x_view, out_view
+    keep = []
+    rng = np.random.default_rng(0)
+    try:
+        if weights == NULL or jobs == NULL:
+            raise MemoryError()
+        for i in range(n):
+            w_bytes, w_type, n_rows, n_cols = products[i]
+            _weight(&weights[i], w_bytes, w_type, n_rows, n_cols, kernels)
+            _pack(&weights[i])
+            x = rng.standard_normal((n_tokens, n_cols), dtype=np.float32)
+            out = np.empty((n_tokens, n_rows), dtype=np.float32)
+            keep += [w_bytes, x, out]
+            x_view, out_view = x, out
+            jobs[i].w = &weights[i]
+            jobs[i].x = &x_view[0, 0]
+            jobs[i].out = &out_view[0, 0]
+            jobs[i].act = <uint8_t *>aligned_alloc(64, weights[i].act_row_bytes * n_tokens)
+            if jobs[i].act == NULL:
+                raise MemoryError()
+        with nogil:
+            llamay_matmul_parallel(jobs, n, n_tokens, 1, threads)
+        start = time.perf_counter()
+        with nogil:
+            llamay_matmul_parallel(jobs, n, n_tokens, repeats, threads)
+        return (time.perf_counter() - start) / repeats
+    finally:
+        for i in range(n if jobs != NULL and weights != NULL else 0):
+            free(jobs[i].act)
+            free(<void *>weights[i].packed)
+        free(jobs)
+        free(weights)
