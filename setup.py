@@ -12,6 +12,7 @@ Whatever was compiled in is recorded in the small `_cpu` module, which is itself
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import subprocess
@@ -83,10 +84,14 @@ def extensions() -> list[Extension]:
     include = [CSRC, np.get_include()]
     numpy_macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
 
+    # Any header change rebuilds every kernel: setuptools does not scan #includes.
+    headers = sorted(glob.glob(f"{CSRC}/*.h")) + sorted(glob.glob(f"{CORE}/*.pxd"))
+
     def kernel(name: str, sources: list[str]) -> Extension:
         return Extension(
             f"llamay._core.{name}",
             [f"{CORE}/{name}.pyx", *(f"{CSRC}/{s}" for s in sources)],
+            depends=headers,
             include_dirs=include,
             define_macros=numpy_macros,
             extra_compile_args=BASE_FLAGS + OPENMP + march,
@@ -108,6 +113,24 @@ def extensions() -> list[Extension]:
         kernel(
             "matmul",
             [
+                "matmul.c",
+                "matmul_ref.c",
+                "matmul_avx2.c",
+                "matmul_avx512.c",
+                "quants.c",
+                "dequantize.c",
+                "quantize.c",
+            ],
+        ),
+        kernel(
+            "engine",
+            [
+                "forward.c",
+                "rope.c",
+                "weights.c",
+                "kernels_ref.c",
+                "kernels_avx2.c",
+                "kernels_avx512.c",
                 "matmul.c",
                 "matmul_ref.c",
                 "matmul_avx2.c",

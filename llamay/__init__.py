@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from llamay import gguf
 from llamay._version import __version__
+from llamay.engine import load
 from llamay.errors import (
     ContextOverflow,
     GrammarError,
@@ -16,6 +17,7 @@ from llamay.errors import (
     UnsupportedCPU,
     UnsupportedModel,
 )
+from llamay.tokenizer import load_tokenizer
 
 __all__ = [
     "ContextOverflow",
@@ -30,4 +32,6 @@ __all__ = [
     "UnsupportedModel",
     "__version__",
     "gguf",
+    "load",
+    "load_tokenizer",
 ]

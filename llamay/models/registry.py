@@ -1,4 +1,5 @@
-"""Which architectures llamay runs, and a clear refusal, by name, for the ones it does not.
+"""Which architectures llamay runs (each with its family: how its forward pass differs), and a
+clear refusal, by name, for the ones it does not.
 
 A file is checked here before any weight is touched: a refusal costs nothing and says why.
 """
@@ -8,8 +9,23 @@ from __future__ import annotations
 from llamay.errors import UnsupportedModel
 from llamay.gguf import GGUFFile
 from llamay.gguf.types import REFUSED
+from llamay.models.family import Family
+from llamay.models.gemma import GEMMA, GEMMA2, GEMMA3
+from llamay.models.llama import LLAMA
+from llamay.models.phi3 import PHI3
+from llamay.models.qwen import QWEN2, QWEN3
 
-SUPPORTED = ("llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3")
+# general.architecture -> how that family's forward pass differs from Llama's
+FAMILIES: dict[str, Family] = {
+    "llama": LLAMA,
+    "qwen2": QWEN2,
+    "qwen3": QWEN3,
+    "gemma": GEMMA,
+    "gemma2": GEMMA2,
+    "gemma3": GEMMA3,
+    "phi3": PHI3,
+}
+SUPPORTED = tuple(FAMILIES)
 
 _SSM = "state-space and recurrent models (Mamba, RWKV and hybrids) are not supported"
 _VISION = "vision encoders and multimodal projectors are not supported (llamay runs text models)"

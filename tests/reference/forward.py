@@ -15,9 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 
 import llamay.gguf
+from llamay.models.hparams import YARN_BETA_FAST, YARN_BETA_SLOW, HParams, from_metadata
 
 from reference import rope as rope_mod
-from reference.hparams import YARN_BETA_FAST, YARN_BETA_SLOW, HParams, from_metadata
 
 # ----------------------------------------------------------------------------------------------
 # Blocks

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from llamay import gguf
+from llamay.models.hparams import from_metadata
 from llamay.tokenizer import load_tokenizer
 
 from reference import ReferenceModel, log_softmax, perplexity, rope
-from reference.hparams import from_metadata
 
 DATA = Path(__file__).parent.parent / "data"
 SYNTH = json.loads((DATA / "synth" / "reference.json").read_text())["files"]

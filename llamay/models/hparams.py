@@ -1,5 +1,8 @@
 """A model's hyperparameters, read from GGUF metadata the way llama.cpp reads them.
 
+Shared by every family: the family files only say how an architecture differs (family.py);
+this module reads the numbers and applies llama.cpp's per-architecture quirks, each commented.
+
 Sources: llama.cpp src/llama-model.cpp (load_hparams: the generic keys, then one `case` per
 architecture), src/llama-hparams.cpp (set_swa_pattern, is_masked_swa), src/llama-context.cpp
 (the context parameters derived from them: YaRN's ext_factor and attention factor), and the
@@ -15,71 +18,8 @@ from typing import Any
 import numpy as np
 
 from llamay.errors import ModelFormatError, UnsupportedModel
-
-
-@dataclass(frozen=True)
-class Family:
-    """How one architecture's forward pass differs from Llama's in llama.cpp."""
-
-    # llama_model_rope_type: Llama rotates adjacent pairs, the others rotate the two halves.
-    rope_neox: bool = False
-    # The FFN's gate activation: silu(gate) * up, or gelu_tanh(gate) * up (Gemma's GeGLU).
-    activation: str = "silu"
-    # Phi-3: ffn_up holds [gate; up] stacked (2 * n_ff rows) and there is no ffn_gate.
-    fused_gate_up: bool = False
-    # Gemma: token embeddings are multiplied by sqrt(n_embd).
-    embedding_scale: bool = False
-    # Gemma 2/3: RMS norms on the attention and FFN outputs, before each residual add.
-    post_norms: bool = False
-    # Qwen 3, Gemma 3: RMS norm over each query and key head (weights of head_dim) before RoPE.
-    qk_norm: bool = False
-    # Gemma: the output projection is always token_embd, even if output.weight exists.
-    output_is_embedding: bool = False
-    # set_swa_pattern(n): layer il uses the sliding window iff il % n < n - 1 (0: never).
-    swa_period: int = 0
-    # The window when {arch}.attention.sliding_window is absent (0: no sliding window then).
-    swa_default_window: int = 0
-    # Gemma 3: sliding layers rotate with base 10000 and no scaling (rope_freq_*_train_swa).
-    swa_rope_base: float | None = None
-    # Logit soft-caps, cap * tanh(x / cap). None: llama.cpp does not read the key for this
-    # architecture; otherwise the default used when the key is absent (0: no cap).
-    attn_softcap: float | None = None
-    final_softcap: float | None = None
-    # Gemma 2/3 scale queries by 1/sqrt(n_embd / n_head) instead of 1/sqrt(head_dim) for their
-    # 27B model, which llama.cpp recognises by its layer count (LLM_TYPE_27B).
-    layers_of_27b: int = 0
-
-
-_GEMMA = {"rope_neox": True, "activation": "gelu_tanh", "embedding_scale": True}
-
-FAMILIES: dict[str, Family] = {
-    "llama": Family(),  # Llama 2/3, Mistral: llama.cpp reads no sliding window for this arch
-    "qwen2": Family(rope_neox=True),
-    "qwen3": Family(rope_neox=True, qk_norm=True),
-    # Phi-3's sliding window is read but switched off ("Phi SWA is currently disabled").
-    "phi3": Family(rope_neox=True, fused_gate_up=True),
-    "gemma": Family(**_GEMMA, output_is_embedding=True),
-    "gemma2": Family(
-        **_GEMMA,
-        post_norms=True,
-        output_is_embedding=True,
-        swa_period=2,
-        swa_default_window=4096,  # "default value of gemma 2"
-        attn_softcap=50.0,
-        final_softcap=30.0,
-        layers_of_27b=46,
-    ),
-    "gemma3": Family(
-        **_GEMMA,
-        post_norms=True,
-        qk_norm=True,
-        output_is_embedding=True,
-        swa_period=6,
-        swa_rope_base=10000.0,
-        final_softcap=0.0,
-        layers_of_27b=62,
-    ),
-}
+from llamay.models.family import Family
+from llamay.models.registry import FAMILIES, SUPPORTED
 
 # llama_context's defaults for YaRN (common_params yarn_beta_fast / yarn_beta_slow).
 YARN_BETA_FAST = 32.0
@@ -121,8 +61,7 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
     arch = metadata.get("general.architecture")
     if arch not in FAMILIES:
         raise UnsupportedModel(
-            f"the reference forward pass covers {', '.join(sorted(FAMILIES))}; "
-            f"this model's architecture is {arch!r}"
+            f"architecture {arch!r} is not supported; llamay runs: {', '.join(SUPPORTED)}"
         )
     family = FAMILIES[arch]
 

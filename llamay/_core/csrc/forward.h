@@ -1,0 +1,88 @@
+/* One forward step of a decoder-only transformer over a batch of tokens, in one OpenMP region.
+
+   The batch may mix tokens of several sequences; each token brings its position and its
+   sequence's page table. The step writes every token's K and V into the pages first, then
+   attends reading from the pages only, so a token's result does not depend on which tokens
+   share its batch, on how a prompt was cut into steps, or on the thread count: threads split
+   outputs (weight rows, tokens), never a reduction, and every reduction has one fixed order.
+
+   The families differ only in the fields below (NULL pointers and zero values switch a block
+   off); the Python side (llamay/models) reads them from the GGUF file. */
+#ifndef LLAMAY_FORWARD_H
+#define LLAMAY_FORWARD_H
+
+#include <stdint.h>
+
+#include "kernels.h"
+#include "matmul.h"
+#include "pages.h"
+#include "rope.h"
+
+/* A weight matrix and its optional bias. */
+typedef struct {
+    llamay_weight w;
+    const float *bias; /* w.n_rows floats, or NULL */
+} llamay_linear;
+
+typedef struct {
+    const float *attn_norm;     /* n_embd */
+    llamay_linear q, k, v;      /* fused_qkv: q holds the rows [q; k; v], k and v are unused */
+    int fused_qkv;
+    const float *q_norm;        /* head_dim, applied to each query head before RoPE; or NULL */
+    const float *k_norm;        /* the same for key heads */
+    llamay_linear o;
+    const float *post_attn_norm; /* on the attention output before the residual add; or NULL */
+    const float *ffn_norm;       /* n_embd */
+    llamay_linear gate, up, down; /* fused_gate_up: up holds [gate; up], gate is unused */
+    int fused_gate_up;
+    const float *post_ffn_norm; /* or NULL */
+    int n_head, n_head_kv, n_ff;
+    int window; /* sliding window: a query sees keys less than `window` positions back; 0: all */
+    int rope;   /* which of the model's ropes */
+} llamay_layer;
+
+#define LLAMAY_MAX_ROPES 2
+
+typedef struct {
+    int n_embd, n_layer, n_vocab, head_dim;
+    int activation; /* enum llamay_activation */
+    float norm_eps;
+    float attn_scale;    /* multiplies q.k */
+    float attn_softcap;  /* 0: none */
+    float final_softcap; /* 0: none */
+    float embd_scale;    /* multiplies the token embeddings; 0: none */
+    const uint8_t *tok_embd; /* n_vocab rows of n_embd, ggml type tok_embd_type */
+    int tok_embd_type;
+    const float *output_norm;
+    llamay_linear output; /* n_vocab rows */
+    int n_ropes;
+    llamay_rope ropes[LLAMAY_MAX_ROPES];
+    const llamay_layer *layers;
+    const llamay_kernels *kernels;
+} llamay_model;
+
+/* One step's tokens. Tokens of one sequence must come in position order, and the pages of
+   every position up to each token's must exist (earlier positions hold their K/V). */
+typedef struct {
+    int n_tokens;
+    const int32_t *tokens;
+    const int32_t *positions;
+    const int32_t *const *page_tables; /* per token: its sequence's page table */
+    int n_logits;
+    const int32_t *logit_tokens; /* batch indices whose logits are wanted */
+    float *logits;               /* n_logits rows of n_vocab */
+} llamay_batch;
+
+typedef struct llamay_scratch llamay_scratch;
+
+/* Buffers for steps of up to max_tokens tokens; NULL when memory runs out. */
+llamay_scratch *llamay_scratch_new(const llamay_model *m, int max_tokens);
+void llamay_scratch_free(llamay_scratch *s);
+/* Bytes a scratch of max_tokens takes. */
+size_t llamay_scratch_bytes(const llamay_model *m, int max_tokens);
+
+/* The step; b->n_tokens <= the scratch's max_tokens. n_threads <= 0: OpenMP's default. */
+void llamay_forward(const llamay_model *m, const llamay_pages *kv, llamay_scratch *s,
+                    const llamay_batch *b, int n_threads);
+
+#endif

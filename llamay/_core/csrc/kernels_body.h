@@ -1,0 +1,233 @@
+/* The kernels of kernels.h, written once against vec16.h. Included by kernels_ref.c,
+   kernels_avx2.c and kernels_avx512.c after vec16.h, with KERNELS_TABLE naming the function
+   that returns the build's table. Everything here is `static`: each build has its own copy. */
+#include <stddef.h>
+
+#include "kernels.h"
+#include "pages.h"
+
+/* ---- RMS norm (ggml_rms_norm, then the weight) ---- */
+
+static void rms_norm(const float *x, const float *w, int n, float eps, float *out) {
+    v16 acc = v16_zero();
+    for (int i = 0; i < n; i += 16) {
+        const v16 v = v16_load_partial(x + i, n - i < 16 ? n - i : 16);
+        acc = v16_fma(v, v, acc);
+    }
+    const float mean = v16_tree(acc) / (float)n;
+    const v16 scale = v16_set1(1.0f / sqrtf(mean + eps));
+    for (int i = 0; i < n; i += 16) {
+        const int m = n - i < 16 ? n - i : 16;
+        v16 y = v16_mul(v16_load_partial(x + i, m), scale);
+        if (w != NULL) {
+            y = v16_mul(y, v16_load_partial(w + i, m));
+        }
+        v16_store_partial(out + i, y, m);
+    }
+}
+
+/* ---- gated activations ---- */
+
+/* ggml_gelu's tanh form: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))) */
+static inline v16 gelu_tanh(v16 x) {
+    const v16 inner = v16_mul(v16_mul(v16_set1(0.79788456080286535588f), x),
+                              v16_add(v16_set1(1.0f),
+                                      v16_mul(v16_mul(v16_set1(0.044715f), x), x)));
+    return v16_mul(v16_mul(v16_set1(0.5f), x), v16_add(v16_set1(1.0f), v16_tanh(inner)));
+}
+
+/* ggml_silu: x / (1 + e^-x) */
+static inline v16 silu(v16 x) {
+    return v16_div(x, v16_add(v16_set1(1.0f), v16_exp(v16_sub(v16_zero(), x))));
+}
+
+static void gated(int activation, const float *gate, const float *up, int n, float *out) {
+    for (int i = 0; i < n; i += 16) {
+        const int m = n - i < 16 ? n - i : 16;
+        const v16 g = v16_load_partial(gate + i, m);
+        const v16 a = activation == LLAMAY_GELU_TANH ? gelu_tanh(g) : silu(g);
+        v16_store_partial(out + i, v16_mul(a, v16_load_partial(up + i, m)), m);
+    }
+}
+
+/* ---- soft-cap (Gemma 2): scale by 1/cap, tanh, scale by cap, as ggml does ---- */
+
+static void softcap(float *x, int n, float cap) {
+    const v16 inv = v16_set1(1.0f / cap), c = v16_set1(cap);
+    for (int i = 0; i < n; i += 16) {
+        const int m = n - i < 16 ? n - i : 16;
+        v16_store_partial(x + i, v16_mul(v16_tanh(v16_mul(v16_load_partial(x + i, m), inv)), c),
+                          m);
+    }
+}
+
+/* ---- attention over KV pages ---- */
+
+static inline float exp_scalar(float x) { return v16_lane0(v16_exp(v16_set1(x))); }
+
+/* The tile loop, for K/V rows of type T loaded by LOAD (fp16 or fp32), for `heads` query heads
+(a compile-time constant, so that the accumulators live in registers); head_dim a multiple of
+16; page_tokens a multiple of 16, at most 64. */
+#define ATTENTION_BODY(T, LOAD, heads)                                                             \
+    const llamay_pages *kv = a->kv;                                                                \
+    const int D = kv->head_dim, P = kv->page_tokens;                                               \
+    const int first = a->window > 0 && a->pos - a->window + 1 > 0 ? a->pos - a->window + 1 : 0;    \
+    float m[heads], l[heads], alpha[heads];                                                        \
+    float s[heads][64];                                                                            \
+    memset(s, 0, sizeof s);                                                                        \
+    for (int h = 0; h < heads; h++) {                                                              \
+        m[h] = -INFINITY;                                                                          \
+        l[h] = 0.0f;                                                                               \
+        memset(out + (size_t)h * D, 0, (size_t)D * sizeof(float));                                 \
+    }                                                                                              \
+    for (int tile = first / P; tile <= a->pos / P; tile++) {                                       \
+        const int32_t page = a->page_table[tile];                                                  \
+        const T *K = (const T *)llamay_page_k(kv, page, a->layer, a->kv_head);                     \
+        const T *V = (const T *)llamay_page_v(kv, page, a->layer, a->kv_head);                     \
+        const int base = tile * P;                                                                 \
+        const int j0 = first > base ? first - base : 0;                                            \
+        const int j1 = a->pos - base + 1 < P ? a->pos - base + 1 : P;                              \
+        /* scores q.k * scale, soft-capped: chunk c of 16 elements goes to accumulator c % 4       \
+           (four chains, for the FMA units' latency), then (a0 + a1) + (a2 + a3), then the         \
+           lanes' tree */                                                                          \
+        for (int j = j0; j < j1; j++) {                                                            \
+            v16 acc[heads][4];                                                                     \
+            for (int h = 0; h < heads; h++) {                                                      \
+                for (int c = 0; c < 4; c++) acc[h][c] = v16_zero();                                \
+            }                                                                                      \
+            for (int d0 = 0; d0 < D; d0 += 64) {                                                   \
+                for (int c = 0; c < 4 && d0 + 16 * c < D; c++) {                                   \
+                    const int d = d0 + 16 * c;                                                     \
+                    const v16 k = LOAD(K + (size_t)j * D + d);                                     \
+                    for (int h = 0; h < heads; h++) {                                              \
+                        acc[h][c] = v16_fma(v16_load(q + (size_t)h * D + d), k, acc[h][c]);        \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+            for (int h = 0; h < heads; h++) {                                                      \
+                const v16 sum = v16_add(v16_add(acc[h][0], acc[h][1]),                             \
+                                        v16_add(acc[h][2], acc[h][3]));                            \
+                s[h][j] = v16_tree(sum) * a->scale;                                                \
+            }                                                                                      \
+        }                                                                                          \
+        for (int h = 0; h < heads; h++) {                                                          \
+            if (a->softcap != 0.0f) {                                                              \
+                softcap(s[h], P, a->softcap);                                                      \
+            }                                                                                      \
+            /* the online softmax: rescale what came before by e^(m_old - m_new) */                \
+            float tile_max = s[h][j0];                                                             \
+            for (int j = j0 + 1; j < j1; j++) tile_max = s[h][j] > tile_max ? s[h][j] : tile_max;  \
+            const float m_new = tile_max > m[h] ? tile_max : m[h];                                 \
+            alpha[h] = m[h] == -INFINITY ? 0.0f : exp_scalar(m[h] - m_new);                        \
+            m[h] = m_new;                                                                          \
+            for (int j = 0; j < P; j += 16) {                                                      \
+                v16_store(s[h] + j, v16_exp(v16_sub(v16_load(s[h] + j), v16_set1(m_new))));        \
+            }                                                                                      \
+            float tile_sum = 0.0f;                                                                 \
+            for (int j = j0; j < j1; j++) tile_sum += s[h][j];                                     \
+            l[h] = l[h] * alpha[h] + tile_sum;                                                     \
+        }                                                                                          \
+        /* out = out * alpha + sum_j p_j v_j, each element in position order (two chunks of        \
+           16 at a time: independent chains) */                                                    \
+        for (int d = 0; d < D; d += 32) {                                                          \
+            v16 o[heads][2];                                                                       \
+            for (int h = 0; h < heads; h++) {                                                      \
+                o[h][1] = v16_zero(); /* unused where D - d is 16 */                               \
+                for (int c = 0; c < 2 && d + 16 * c < D; c++) {                                    \
+                    o[h][c] = v16_mul(v16_load(out + (size_t)h * D + d + 16 * c),                  \
+                                      v16_set1(alpha[h]));                                         \
+                }                                                                                  \
+            }                                                                                      \
+            for (int j = j0; j < j1; j++) {                                                        \
+                for (int c = 0; c < 2 && d + 16 * c < D; c++) {                                    \
+                    const v16 v = LOAD(V + (size_t)j * D + d + 16 * c);                            \
+                    for (int h = 0; h < heads; h++) {                                              \
+                        o[h][c] = v16_fma(v16_set1(s[h][j]), v, o[h][c]);                          \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+            for (int h = 0; h < heads; h++) {                                                      \
+                for (int c = 0; c < 2 && d + 16 * c < D; c++) {                                    \
+                    v16_store(out + (size_t)h * D + d + 16 * c, o[h][c]);                          \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    for (int h = 0; h < heads; h++) {                                                              \
+        const v16 inv = v16_set1(1.0f / l[h]);                                                     \
+        for (int d = 0; d < D; d += 16) {                                                          \
+            v16_store(out + (size_t)h * D + d, v16_mul(v16_load(out + (size_t)h * D + d), inv));   \
+        }                                                                                          \
+    }
+
+#define ATTENTION_FN(name, T, LOAD, heads)                                                         \
+    static void name(const llamay_attention *a, const float *q, float *out) {                      \
+        ATTENTION_BODY(T, LOAD, heads)                                                             \
+    }
+ATTENTION_FN(attention_f16_8, uint16_t, v16_load_f16, 8)
+ATTENTION_FN(attention_f16_4, uint16_t, v16_load_f16, 4)
+ATTENTION_FN(attention_f16_2, uint16_t, v16_load_f16, 2)
+ATTENTION_FN(attention_f16_1, uint16_t, v16_load_f16, 1)
+ATTENTION_FN(attention_f32_8, float, v16_load, 8)
+ATTENTION_FN(attention_f32_4, float, v16_load, 4)
+ATTENTION_FN(attention_f32_2, float, v16_load, 2)
+ATTENTION_FN(attention_f32_1, float, v16_load, 1)
+#undef ATTENTION_FN
+#undef ATTENTION_BODY
+
+/* The query heads in groups of 8, 4, 2 and 1: each head's result is the same in any group. */
+static void attention(const llamay_attention *a) {
+    typedef void (*group_fn)(const llamay_attention *, const float *, float *);
+    static const group_fn f16[] = {attention_f16_8, attention_f16_4, attention_f16_2,
+                                   attention_f16_1};
+    static const group_fn f32[] = {attention_f32_8, attention_f32_4, attention_f32_2,
+                                   attention_f32_1};
+    const int D = a->kv->head_dim;
+    int h0 = 0;
+    for (int i = 0; i < 4; i++) {
+        const int size = 8 >> i;
+        for (; a->n_q - h0 >= size; h0 += size) {
+            const float *q = a->q + (size_t)h0 * D;
+            float *out = a->out + (size_t)h0 * D;
+            (a->kv->elem_bytes == 2 ? f16 : f32)[i](a, q, out);
+        }
+    }
+}
+
+/* ---- log-sum-exp over a vocabulary ---- */
+
+/* Lanes past n are -inf: they count for neither the max nor the sum (e^-inf is 0). */
+static inline v16 load_or_minus_inf(const float *x, int n) {
+    if (n >= 16) {
+        return v16_load(x);
+    }
+    float tmp[16];
+    for (int i = 0; i < 16; i++) tmp[i] = i < n ? x[i] : -INFINITY;
+    return v16_load(tmp);
+}
+
+static void logsumexp(const float *x, int n, float *max, float *sum) {
+    v16 mv = v16_set1(-INFINITY);
+    for (int i = 0; i < n; i += 16) {
+        mv = v16_max(mv, load_or_minus_inf(x + i, n - i));
+    }
+    const float mx = v16_hmax(mv);
+    const v16 shift = v16_set1(mx);
+    v16 acc = v16_zero();
+    for (int i = 0; i < n; i += 16) {
+        acc = v16_add(acc, v16_exp(v16_sub(load_or_minus_inf(x + i, n - i), shift)));
+    }
+    *max = mx;
+    *sum = v16_tree(acc);
+}
+
+static const llamay_kernels TABLE = {
+    .name = KERNELS_NAME,
+    .rms_norm = rms_norm,
+    .gated = gated,
+    .softcap = softcap,
+    .attention = attention,
+    .logsumexp = logsumexp,
+};
+
+const llamay_kernels *KERNELS_TABLE(void) { return &TABLE; }

@@ -1,0 +1,273 @@
+/* Sixteen fp32 lanes, three ways: plain C (the reference), AVX2 (two 8-lane registers) and
+   AVX-512 (one register).
+
+   The engine's elementwise and reduction kernels (kernels_body.h) are written once against
+   these operations and compiled once per implementation. Each operation is the same IEEE
+   operation on every lane in every implementation (fmaf is fused in all three, max/min follow
+   x86's `a > b ? a : b`, reductions use one fixed tree), so the three builds of a kernel give
+   the same bits by construction; tests check it.
+
+   Include with LLAMAY_VEC set to LLAMAY_VEC_REF, LLAMAY_VEC_AVX2 or LLAMAY_VEC_AVX512. */
+#ifndef LLAMAY_VEC16_H
+#define LLAMAY_VEC16_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fp16.h"
+
+#define LLAMAY_VEC_REF 0
+#define LLAMAY_VEC_AVX2 1
+#define LLAMAY_VEC_AVX512 2
+
+#define V16_INLINE static inline __attribute__((always_inline))
+
+#if LLAMAY_VEC == LLAMAY_VEC_REF
+/* ---- plain C ---- */
+
+typedef struct {
+    float f[16];
+} v16;
+typedef struct {
+    unsigned char b[16];
+} m16;
+
+#define V16_MAP(expr)                                                                          \
+    v16 r;                                                                                     \
+    for (int i = 0; i < 16; i++) r.f[i] = (expr);                                              \
+    return r
+
+V16_INLINE v16 v16_set1(float x) { V16_MAP(x); }
+V16_INLINE v16 v16_zero(void) { return v16_set1(0.0f); }
+V16_INLINE v16 v16_load(const float *p) { V16_MAP(p[i]); }
+V16_INLINE void v16_store(float *p, v16 a) { memcpy(p, a.f, sizeof a.f); }
+V16_INLINE v16 v16_load_f16(const uint16_t *p) { V16_MAP(llamay_fp16_to_fp32_scalar(p[i])); }
+/* lanes [0, n) from p, zeros in the rest (n <= 16) */
+V16_INLINE v16 v16_load_partial(const float *p, int n) { V16_MAP(i < n ? p[i] : 0.0f); }
+V16_INLINE void v16_store_partial(float *p, v16 a, int n) { memcpy(p, a.f, (size_t)n * 4); }
+V16_INLINE v16 v16_add(v16 a, v16 b) { V16_MAP(a.f[i] + b.f[i]); }
+V16_INLINE v16 v16_sub(v16 a, v16 b) { V16_MAP(a.f[i] - b.f[i]); }
+V16_INLINE v16 v16_mul(v16 a, v16 b) { V16_MAP(a.f[i] * b.f[i]); }
+V16_INLINE v16 v16_div(v16 a, v16 b) { V16_MAP(a.f[i] / b.f[i]); }
+V16_INLINE v16 v16_fma(v16 a, v16 b, v16 c) { V16_MAP(fmaf(a.f[i], b.f[i], c.f[i])); }
+V16_INLINE v16 v16_max(v16 a, v16 b) { V16_MAP(a.f[i] > b.f[i] ? a.f[i] : b.f[i]); }
+V16_INLINE v16 v16_min(v16 a, v16 b) { V16_MAP(a.f[i] < b.f[i] ? a.f[i] : b.f[i]); }
+V16_INLINE v16 v16_abs(v16 a) {
+    V16_MAP(llamay_f32_from_bits(llamay_f32_bits(a.f[i]) & 0x7FFFFFFFu));
+}
+/* |mag| with the sign of sign */
+V16_INLINE v16 v16_copysign(v16 mag, v16 sign) {
+    V16_MAP(llamay_f32_from_bits((llamay_f32_bits(mag.f[i]) & 0x7FFFFFFFu) |
+                                 (llamay_f32_bits(sign.f[i]) & 0x80000000u)));
+}
+/* 2^n for lanes holding integers in [-127, 127] (2^-127 gives +0) */
+V16_INLINE v16 v16_exp2i(v16 n) {
+    V16_MAP(llamay_f32_from_bits(((uint32_t)((int32_t)n.f[i] + 127) & 0xFFu) << 23));
+}
+V16_INLINE m16 v16_lt(v16 a, v16 b) {
+    m16 m;
+    for (int i = 0; i < 16; i++) m.b[i] = a.f[i] < b.f[i];
+    return m;
+}
+V16_INLINE v16 v16_select(m16 m, v16 if_true, v16 if_false) {
+    V16_MAP(m.b[i] ? if_true.f[i] : if_false.f[i]);
+}
+V16_INLINE float v16_lane0(v16 a) { return a.f[0]; }
+/* (lane i + lane i+8), then ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)): matmul.h's tree */
+V16_INLINE float v16_tree(v16 a) {
+    float s[8];
+    for (int i = 0; i < 8; i++) s[i] = a.f[i] + a.f[i + 8];
+    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+V16_INLINE float v16_hmax(v16 a) {
+    float m = a.f[0];
+    for (int i = 1; i < 16; i++) m = a.f[i] > m ? a.f[i] : m;
+    return m;
+}
+#undef V16_MAP
+
+#elif LLAMAY_VEC == LLAMAY_VEC_AVX2
+/* ---- AVX2 + FMA + F16C: lanes 0-7 in lo, 8-15 in hi ---- */
+#include <immintrin.h>
+
+typedef struct {
+    __m256 lo, hi;
+} v16;
+typedef struct {
+    __m256 lo, hi;
+} m16;
+
+V16_INLINE v16 v16_pair(__m256 lo, __m256 hi) {
+    v16 r = {lo, hi};
+    return r;
+}
+V16_INLINE v16 v16_set1(float x) { return v16_pair(_mm256_set1_ps(x), _mm256_set1_ps(x)); }
+V16_INLINE v16 v16_zero(void) { return v16_pair(_mm256_setzero_ps(), _mm256_setzero_ps()); }
+V16_INLINE v16 v16_load(const float *p) {
+    return v16_pair(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8));
+}
+V16_INLINE void v16_store(float *p, v16 a) {
+    _mm256_storeu_ps(p, a.lo);
+    _mm256_storeu_ps(p + 8, a.hi);
+}
+V16_INLINE v16 v16_load_f16(const uint16_t *p) {
+    return v16_pair(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)),
+                    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8))));
+}
+V16_INLINE v16 v16_load_partial(const float *p, int n) {
+    float tmp[16] = {0};
+    memcpy(tmp, p, (size_t)n * 4);
+    return v16_load(tmp);
+}
+V16_INLINE void v16_store_partial(float *p, v16 a, int n) {
+    float tmp[16];
+    v16_store(tmp, a);
+    memcpy(p, tmp, (size_t)n * 4);
+}
+#define V16_BINARY(name, op)                                                                   \
+    V16_INLINE v16 name(v16 a, v16 b) { return v16_pair(op(a.lo, b.lo), op(a.hi, b.hi)); }
+V16_BINARY(v16_add, _mm256_add_ps)
+V16_BINARY(v16_sub, _mm256_sub_ps)
+V16_BINARY(v16_mul, _mm256_mul_ps)
+V16_BINARY(v16_div, _mm256_div_ps)
+V16_BINARY(v16_max, _mm256_max_ps)
+V16_BINARY(v16_min, _mm256_min_ps)
+#undef V16_BINARY
+V16_INLINE v16 v16_fma(v16 a, v16 b, v16 c) {
+    return v16_pair(_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi));
+}
+V16_INLINE v16 v16_abs(v16 a) {
+    const __m256 m = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    return v16_pair(_mm256_and_ps(a.lo, m), _mm256_and_ps(a.hi, m));
+}
+V16_INLINE v16 v16_copysign(v16 mag, v16 sign) {
+    const __m256 s = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    return v16_pair(_mm256_or_ps(_mm256_andnot_ps(s, mag.lo), _mm256_and_ps(s, sign.lo)),
+                    _mm256_or_ps(_mm256_andnot_ps(s, mag.hi), _mm256_and_ps(s, sign.hi)));
+}
+V16_INLINE __m256 v16_exp2i_half(__m256 n) {
+    const __m256i bits = _mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127));
+    const __m256i byte = _mm256_and_si256(bits, _mm256_set1_epi32(0xFF));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(byte, 23));
+}
+V16_INLINE v16 v16_exp2i(v16 n) { return v16_pair(v16_exp2i_half(n.lo), v16_exp2i_half(n.hi)); }
+V16_INLINE m16 v16_lt(v16 a, v16 b) {
+    m16 m = {_mm256_cmp_ps(a.lo, b.lo, _CMP_LT_OQ), _mm256_cmp_ps(a.hi, b.hi, _CMP_LT_OQ)};
+    return m;
+}
+V16_INLINE v16 v16_select(m16 m, v16 if_true, v16 if_false) {
+    return v16_pair(_mm256_blendv_ps(if_false.lo, if_true.lo, m.lo),
+                    _mm256_blendv_ps(if_false.hi, if_true.hi, m.hi));
+}
+V16_INLINE float v16_lane0(v16 a) { return _mm256_cvtss_f32(a.lo); }
+V16_INLINE float v16_tree(v16 a) {
+    const __m256 h = _mm256_add_ps(a.lo, a.hi);
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+V16_INLINE float v16_hmax(v16 a) {
+    float lanes[16];
+    v16_store(lanes, a);
+    float m = lanes[0];
+    for (int i = 1; i < 16; i++) m = lanes[i] > m ? lanes[i] : m;
+    return m;
+}
+
+#elif LLAMAY_VEC == LLAMAY_VEC_AVX512
+/* ---- AVX-512F ---- */
+#include <immintrin.h>
+
+typedef __m512 v16;
+typedef __mmask16 m16;
+
+V16_INLINE v16 v16_set1(float x) { return _mm512_set1_ps(x); }
+V16_INLINE v16 v16_zero(void) { return _mm512_setzero_ps(); }
+V16_INLINE v16 v16_load(const float *p) { return _mm512_loadu_ps(p); }
+V16_INLINE void v16_store(float *p, v16 a) { _mm512_storeu_ps(p, a); }
+V16_INLINE v16 v16_load_f16(const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+V16_INLINE v16 v16_load_partial(const float *p, int n) {
+    return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
+}
+V16_INLINE void v16_store_partial(float *p, v16 a, int n) {
+    _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), a);
+}
+V16_INLINE v16 v16_add(v16 a, v16 b) { return _mm512_add_ps(a, b); }
+V16_INLINE v16 v16_sub(v16 a, v16 b) { return _mm512_sub_ps(a, b); }
+V16_INLINE v16 v16_mul(v16 a, v16 b) { return _mm512_mul_ps(a, b); }
+V16_INLINE v16 v16_div(v16 a, v16 b) { return _mm512_div_ps(a, b); }
+V16_INLINE v16 v16_fma(v16 a, v16 b, v16 c) { return _mm512_fmadd_ps(a, b, c); }
+V16_INLINE v16 v16_max(v16 a, v16 b) { return _mm512_max_ps(a, b); }
+V16_INLINE v16 v16_min(v16 a, v16 b) { return _mm512_min_ps(a, b); }
+V16_INLINE v16 v16_abs(v16 a) {
+    return _mm512_castsi512_ps(
+        _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7FFFFFFF)));
+}
+V16_INLINE v16 v16_copysign(v16 mag, v16 sign) {
+    /* ternary logic 0xCA is a ? b : c bitwise: bits of `sign` under the sign mask, of `mag`
+       elsewhere */
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+        _mm512_set1_epi32((int)0x80000000u), _mm512_castps_si512(sign),
+        _mm512_castps_si512(mag), 0xCA));
+}
+V16_INLINE v16 v16_exp2i(v16 n) {
+    const __m512i bits = _mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127));
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_and_si512(bits, _mm512_set1_epi32(0xFF)), 23));
+}
+V16_INLINE m16 v16_lt(v16 a, v16 b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+V16_INLINE v16 v16_select(m16 m, v16 if_true, v16 if_false) {
+    return _mm512_mask_blend_ps(m, if_false, if_true);
+}
+V16_INLINE float v16_lane0(v16 a) { return _mm512_cvtss_f32(a); }
+V16_INLINE float v16_tree(v16 a) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+V16_INLINE float v16_hmax(v16 a) { return _mm512_reduce_max_ps(a); }
+
+#else
+#error "set LLAMAY_VEC to LLAMAY_VEC_REF, LLAMAY_VEC_AVX2 or LLAMAY_VEC_AVX512"
+#endif
+
+/* ---- functions built from the operations above: the same steps in every implementation ---- */
+
+/* e^x, within 2 ulp on [-87.3, 88]: x = n ln2 + r, a degree-6 polynomial in r (Cephes expf's
+   coefficients), times 2^n. Inputs are clamped to [-88, 88]; below -87.3 the result is 0. */
+V16_INLINE v16 v16_exp(v16 x) {
+    const v16 xc = v16_min(v16_max(x, v16_set1(-88.0f)), v16_set1(88.0f));
+    const v16 magic = v16_set1(12582912.0f); /* 1.5 * 2^23: adding it rounds to an integer */
+    const v16 n = v16_sub(v16_add(v16_mul(xc, v16_set1(1.44269504088896341f)), magic), magic);
+    v16 r = v16_fma(n, v16_set1(-0.693359375f), xc);
+    r = v16_fma(n, v16_set1(2.12194440e-4f), r);
+    v16 p = v16_set1(1.9875691500e-4f);
+    p = v16_fma(p, r, v16_set1(1.3981999507e-3f));
+    p = v16_fma(p, r, v16_set1(8.3334519073e-3f));
+    p = v16_fma(p, r, v16_set1(4.1665795894e-2f));
+    p = v16_fma(p, r, v16_set1(1.6666665459e-1f));
+    p = v16_fma(p, r, v16_set1(5.0000001201e-1f));
+    const v16 y = v16_add(v16_fma(p, v16_mul(r, r), r), v16_set1(1.0f));
+    return v16_select(v16_lt(x, v16_set1(-87.3f)), v16_zero(), v16_mul(y, v16_exp2i(n)));
+}
+
+/* tanh x (Cephes tanhf): an odd polynomial below |x| = 0.625, 1 - 2 / (e^2|x| + 1) above. */
+V16_INLINE v16 v16_tanh(v16 x) {
+    const v16 a = v16_abs(x);
+    const v16 z = v16_mul(x, x);
+    v16 p = v16_set1(-5.70498872745e-3f);
+    p = v16_fma(p, z, v16_set1(2.06390887954e-2f));
+    p = v16_fma(p, z, v16_set1(-5.37397155531e-2f));
+    p = v16_fma(p, z, v16_set1(1.33314422036e-1f));
+    p = v16_fma(p, z, v16_set1(-3.33332819422e-1f));
+    const v16 small = v16_fma(v16_mul(p, z), x, x);
+    const v16 e = v16_exp(v16_add(a, a));
+    const v16 large = v16_sub(v16_set1(1.0f), v16_div(v16_set1(2.0f), v16_add(e, v16_set1(1.0f))));
+    return v16_select(v16_lt(a, v16_set1(0.625f)), small, v16_copysign(large, x));
+}
+
+#endif

@@ -1,0 +1,66 @@
+/* Packing weights at load (weights.h). */
+#include "weights.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+size_t llamay_copy_bytes(const llamay_weight *w) {
+    const size_t row_bytes = w->packed_row_bytes ? w->packed_row_bytes : w->row_bytes;
+    return (row_bytes * (size_t)w->n_rows + 63) / 64 * 64;
+}
+
+uint8_t *llamay_huge_alloc(size_t n) {
+    const size_t size = (n + LLAMAY_HUGE_PAGE - 1) / LLAMAY_HUGE_PAGE * LLAMAY_HUGE_PAGE;
+    uint8_t *p = aligned_alloc(LLAMAY_HUGE_PAGE, size ? size : LLAMAY_HUGE_PAGE);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (p != NULL) {
+        madvise(p, size, MADV_HUGEPAGE); /* advice: failure costs only speed */
+    }
+#endif
+    return p;
+}
+
+/* Drops the whole 4 KiB pages inside [p, p + n) from this process's mapping. */
+static void release(const uint8_t *p, size_t n) {
+#if defined(__linux__) && defined(MADV_DONTNEED)
+    const uintptr_t page = 4096, begin = ((uintptr_t)p + page - 1) & ~(page - 1);
+    const uintptr_t end = ((uintptr_t)p + n) & ~(page - 1);
+    if (end > begin) {
+        madvise((void *)begin, end - begin, MADV_DONTNEED);
+    }
+#else
+    (void)p, (void)n;
+#endif
+}
+
+void llamay_copy_weight(llamay_weight *w, uint8_t *dest, int n_threads) {
+    /* a few MiB of the file at a time, so that the file pages and the copy never both hold the
+       whole matrix */
+    const int chunk_rows = (int)((4u << 20) / (w->row_bytes ? w->row_bytes : 1)) + 1;
+    if (n_threads <= 0) {
+        n_threads = omp_get_max_threads();
+    }
+    for (int r0 = 0; r0 < w->n_rows; r0 += chunk_rows) {
+        const int r1 = r0 + chunk_rows < w->n_rows ? r0 + chunk_rows : w->n_rows;
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+        for (int r = r0; r < r1; r++) {
+            if (w->packed_row_bytes) {
+                llamay_weight_pack(w, dest, r, r + 1);
+            } else {
+                memcpy(dest + (size_t)r * w->row_bytes, w->data + (size_t)r * w->row_bytes,
+                       w->row_bytes);
+            }
+        }
+        release(w->data + (size_t)r0 * w->row_bytes, (size_t)(r1 - r0) * w->row_bytes);
+    }
+    if (w->packed_row_bytes) {
+        w->packed = dest;
+    } else {
+        w->data = dest;
+    }
+}

@@ -1,0 +1,585 @@
+# cython: language_level=3, annotation_typing=False
+"""The forward step, from Python.
+
+`Engine` binds a model's blocks (llamay.models.spec.ModelSpec) to the C model descriptor of
+csrc/forward.h, packs the weights whose kernels read a packed copy, owns the scratch buffers,
+and runs each step in one C call without the GIL. The module also wraps single kernels, for
+tests and for scoring (token_logprobs).
+
+Kernel sets: 'reference' (plain C), 'avx2', 'avx512', or 'best' (the fastest compiled in).
+Every set gives the same bits; the matmul and the other kernels use the same set.
+"""
+
+import numpy as np
+
+from libc.stdint cimport int32_t, uint8_t
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memset
+
+from llamay._core.pages cimport PageArena, llamay_pages
+
+from llamay.errors import LlamayError, UnsupportedModel
+
+cdef extern from "matmul.h" nogil:
+    ctypedef struct llamay_weight:
+        const uint8_t *data
+        int type
+        int n_rows
+        int n_cols
+        size_t row_bytes
+        size_t packed_row_bytes
+        const uint8_t *packed
+        int act_kind
+        size_t act_row_bytes
+    int LLAMAY_KERNELS_REFERENCE
+    int LLAMAY_KERNELS_AVX2
+    int LLAMAY_KERNELS_AVX512
+    int llamay_best_kernel_set()
+    int llamay_kernel_set_available(int kernel_set)
+    int llamay_weight_init(llamay_weight *w, const void *data, int type, int n_rows, int n_cols,
+                           int kernel_set)
+
+cdef extern from "kernels.h" nogil:
+    enum:
+        LLAMAY_SILU
+        LLAMAY_GELU_TANH
+    ctypedef struct llamay_attention:
+        const llamay_pages *kv
+        const int32_t *page_table
+        int layer, kv_head, n_q, pos, window
+        float scale, softcap
+        const float *q
+        float *out
+    ctypedef struct llamay_kernels:
+        const char *name
+        void (*rms_norm)(const float *x, const float *w, int n, float eps,
+                         float *out) noexcept nogil
+        void (*gated)(int activation, const float *gate, const float *up, int n,
+                      float *out) noexcept nogil
+        void (*softcap)(float *x, int n, float cap) noexcept nogil
+        void (*attention)(const llamay_attention *a) noexcept nogil
+        void (*logsumexp)(const float *x, int n, float *max, float *sum) noexcept nogil
+    const llamay_kernels *llamay_kernels_ref()
+    const llamay_kernels *llamay_kernels_avx2()
+    const llamay_kernels *llamay_kernels_avx512()
+
+cdef extern from "rope.h" nogil:
+    int LLAMAY_ROPE_MAX_PAIRS
+    ctypedef struct llamay_rope_params:
+        int n_rot, neox
+        double freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow
+        int n_ctx_orig
+        const float *freq_factors
+    ctypedef struct llamay_rope:
+        int n_rot, neox
+        double mscale
+    int llamay_rope_init(llamay_rope *rope, const llamay_rope_params *params)
+    void llamay_rope_cos_sin(const llamay_rope *rope, int pos, float *cos_sin)
+    void llamay_rope_apply(const llamay_rope *rope, const float *cos_sin, float *x)
+
+cdef extern from "mathfn.h" nogil:
+    double llamay_log_d(double x)
+
+cdef extern from "weights.h" nogil:
+    size_t llamay_copy_bytes(const llamay_weight *w)
+    uint8_t *llamay_huge_alloc(size_t n)
+    void llamay_copy_weight(llamay_weight *w, uint8_t *dest, int n_threads)
+
+cdef extern from "forward.h" nogil:
+    int LLAMAY_MAX_ROPES
+    ctypedef struct llamay_linear:
+        llamay_weight w
+        const float *bias
+    ctypedef struct llamay_layer:
+        const float *attn_norm
+        llamay_linear q, k, v
+        int fused_qkv
+        const float *q_norm
+        const float *k_norm
+        llamay_linear o
+        const float *post_attn_norm
+        const float *ffn_norm
+        llamay_linear gate, up, down
+        int fused_gate_up
+        const float *post_ffn_norm
+        int n_head, n_head_kv, n_ff, window, rope
+    ctypedef struct llamay_model:
+        int n_embd, n_layer, n_vocab, head_dim, activation
+        float norm_eps, attn_scale, attn_softcap, final_softcap, embd_scale
+        const uint8_t *tok_embd
+        int tok_embd_type
+        const float *output_norm
+        llamay_linear output
+        int n_ropes
+        llamay_rope ropes[2]
+        const llamay_layer *layers
+        const llamay_kernels *kernels
+    ctypedef struct llamay_batch:
+        int n_tokens
+        const int32_t *tokens
+        const int32_t *positions
+        const int32_t *const *page_tables
+        int n_logits
+        const int32_t *logit_tokens
+        float *logits
+    ctypedef struct llamay_scratch:
+        pass
+    llamay_scratch *llamay_scratch_new(const llamay_model *m, int max_tokens)
+    void llamay_scratch_free(llamay_scratch *s)
+    size_t llamay_scratch_bytes(const llamay_model *m, int max_tokens)
+    void llamay_forward(const llamay_model *m, const llamay_pages *kv, llamay_scratch *s,
+                        const llamay_batch *b, int n_threads)
+
+
+# ---- kernel sets ----
+
+KERNEL_SETS = ("reference", "avx2", "avx512")
+
+
+cdef const llamay_kernels *_table(int kernel_set):
+    if kernel_set == LLAMAY_KERNELS_AVX512:
+        return llamay_kernels_avx512()
+    if kernel_set == LLAMAY_KERNELS_AVX2:
+        return llamay_kernels_avx2()
+    return llamay_kernels_ref()
+
+
+cdef bint _available(int kernel_set):
+    return llamay_kernel_set_available(kernel_set) and _table(kernel_set) != NULL
+
+
+def kernel_sets() -> list:
+    """The kernel sets compiled into this build, slowest first ('reference' is always there)."""
+    return [name for i, name in enumerate(KERNEL_SETS) if _available(i)]
+
+
+cdef int _kernel_set(str kernels) except -1:
+    if kernels == "best":
+        best = llamay_best_kernel_set()
+        while not _available(best):
+            best -= 1
+        return best
+    if kernels not in KERNEL_SETS:
+        raise ValueError(f"unknown kernel set {kernels!r}; known: best, {', '.join(KERNEL_SETS)}")
+    if not _available(KERNEL_SETS.index(kernels)):
+        raise ValueError(f"kernel set {kernels!r} is not compiled in; available: {kernel_sets()}")
+    return KERNEL_SETS.index(kernels)
+
+
+# ---- the engine ----
+
+cdef class Engine:
+    """A model bound for forward steps of up to max_tokens tokens over the pages of `arena`.
+
+    threads: the OpenMP threads of each step (and of packing at load).
+    """
+
+    cdef llamay_model c
+    cdef llamay_layer *layers
+    cdef llamay_scratch *scratch
+    cdef uint8_t *packed
+    cdef PageArena arena
+    cdef readonly int threads
+    cdef readonly int max_tokens
+    cdef readonly str kernels
+    cdef readonly size_t packed_bytes  # the huge-page region of the weight matrices
+    cdef readonly size_t scratch_bytes
+    cdef list _keep  # the arrays the C descriptor points into
+
+    def __cinit__(self, spec, PageArena arena not None, int threads, int max_tokens,
+                  str kernels="best"):
+        cdef int kernel_set = _kernel_set(kernels)
+        cdef int il
+        cdef llamay_layer *l
+        if threads < 1 or max_tokens < 1:
+            raise ValueError(
+                f"threads and max_tokens must be positive, not {threads} and {max_tokens}"
+            )
+        hp = spec.hparams
+        _check_shape(spec, arena)
+        self.arena = arena
+        self.threads = threads
+        self.max_tokens = max_tokens
+        self.kernels = KERNEL_SETS[kernel_set]
+        self._keep = []
+        memset(&self.c, 0, sizeof(self.c))
+        self.layers = <llamay_layer *>calloc(hp.n_layer, sizeof(llamay_layer))
+        if self.layers == NULL:
+            raise MemoryError()
+
+        c = &self.c
+        c.n_embd = hp.n_embd
+        c.n_layer = hp.n_layer
+        c.n_vocab = spec.n_vocab
+        c.head_dim = spec.head_dim
+        c.activation = LLAMAY_GELU_TANH if hp.family.activation == "gelu_tanh" else LLAMAY_SILU
+        c.norm_eps = hp.norm_eps
+        c.attn_scale = hp.attn_scale
+        c.attn_softcap = hp.attn_softcap
+        c.final_softcap = hp.final_softcap
+        c.embd_scale = spec.embd_scale
+        c.tok_embd = self._bytes(spec.token_embd.data)
+        c.tok_embd_type = spec.token_embd.type_id
+        c.output_norm = self._floats(spec.output_norm)
+        self._linear(&c.output, spec.output, kernel_set)
+        c.n_ropes = len(spec.ropes)
+        for r, rope in enumerate(spec.ropes):
+            self._rope(&c.ropes[r], rope)
+        for il, layer in enumerate(spec.layers):
+            l = &self.layers[il]
+            l.attn_norm = self._floats(layer.attn_norm)
+            l.fused_qkv = layer.fused_qkv
+            self._linear(&l.q, layer.q, kernel_set)
+            if not layer.fused_qkv:
+                self._linear(&l.k, layer.k, kernel_set)
+                self._linear(&l.v, layer.v, kernel_set)
+            l.q_norm = self._floats(layer.q_norm)
+            l.k_norm = self._floats(layer.k_norm)
+            self._linear(&l.o, layer.o, kernel_set)
+            l.post_attn_norm = self._floats(layer.post_attn_norm)
+            l.ffn_norm = self._floats(layer.ffn_norm)
+            l.fused_gate_up = layer.fused_gate_up
+            if not layer.fused_gate_up:
+                self._linear(&l.gate, layer.gate, kernel_set)
+            self._linear(&l.up, layer.up, kernel_set)
+            self._linear(&l.down, layer.down, kernel_set)
+            l.post_ffn_norm = self._floats(layer.post_ffn_norm)
+            l.n_head = layer.n_head
+            l.n_head_kv = layer.n_head_kv
+            l.n_ff = layer.n_ff
+            l.window = layer.window
+            l.rope = layer.rope
+        c.layers = self.layers
+        c.kernels = _table(kernel_set)
+
+        self._pack()
+        if spec.output.tensor is spec.token_embd and not c.output.w.packed_row_bytes:
+            c.tok_embd = c.output.w.data  # tied, and copied as it is: read the copy
+        self.scratch_bytes = llamay_scratch_bytes(c, max_tokens)
+        self.scratch = llamay_scratch_new(c, max_tokens)
+        if self.scratch == NULL:
+            raise MemoryError(f"cannot allocate {self.scratch_bytes} bytes of scratch buffers")
+
+    def __dealloc__(self):
+        self._free()
+
+    cdef void _free(self):
+        llamay_scratch_free(self.scratch)
+        free(self.packed)
+        free(self.layers)
+        self.scratch = NULL
+        self.packed = NULL
+        self.layers = NULL
+
+    cdef const uint8_t *_bytes(self, const uint8_t[::1] data) except NULL:
+        self._keep.append(data)
+        return &data[0]
+
+    cdef const float *_floats(self, object array) except? NULL:
+        if array is None:
+            return NULL
+        cdef const float[::1] view = np.ascontiguousarray(array, dtype=np.float32)
+        self._keep.append(view)
+        return &view[0]
+
+    cdef int _linear(self, llamay_linear *l, object lin, int kernel_set) except -1:
+        cdef const uint8_t[::1] data = lin.tensor.data
+        status = llamay_weight_init(&l.w, &data[0], lin.tensor.type_id, lin.n_rows, lin.n_cols,
+                                    kernel_set)
+        if status != 0:
+            raise UnsupportedModel(
+                f"{lin.name}: no matrix multiplication for {lin.tensor.type} weights of "
+                f"{lin.n_cols} columns"
+            )
+        if l.w.row_bytes * <size_t>lin.n_rows != <size_t>data.shape[0]:
+            raise ValueError(f"{lin.name}: {data.shape[0]} bytes for {lin.n_rows} rows")
+        self._keep.append(data)
+        l.bias = self._floats(lin.bias)
+        return 0
+
+    cdef int _rope(self, llamay_rope *out, object rope) except -1:
+        cdef llamay_rope_params p
+        _rope_params(&p, rope, self._floats(rope.freq_factors))
+        if llamay_rope_init(out, &p) != 0:
+            raise UnsupportedModel(
+                f"RoPE over {rope.n_rot} dimensions is not supported "
+                f"(at most {2 * LLAMAY_ROPE_MAX_PAIRS}, and an even number)"
+            )
+        return 0
+
+    cdef int _pack(self) except -1:
+        """Copies every weight matrix into one huge-page region: packed where its kernel reads
+        a packed layout, as it is otherwise (decode streams them all once per token)."""
+        cdef int n = 1 + 7 * self.c.n_layer, i, il
+        cdef llamay_linear **all = <llamay_linear **>malloc(n * sizeof(llamay_linear *))
+        cdef llamay_layer *l
+        cdef size_t total = 0, offset = 0
+        if all == NULL:
+            raise MemoryError()
+        try:
+            all[0] = &self.c.output
+            for il in range(self.c.n_layer):
+                l = &self.layers[il]
+                all[1 + 7 * il + 0] = &l.q
+                all[1 + 7 * il + 1] = &l.k
+                all[1 + 7 * il + 2] = &l.v
+                all[1 + 7 * il + 3] = &l.o
+                all[1 + 7 * il + 4] = &l.gate
+                all[1 + 7 * il + 5] = &l.up
+                all[1 + 7 * il + 6] = &l.down
+            for i in range(n):  # unused slots (fused projections) are zeros: 0 bytes
+                total += llamay_copy_bytes(&all[i].w)
+            self.packed_bytes = total
+            if total == 0:
+                return 0
+            self.packed = llamay_huge_alloc(total)
+            if self.packed == NULL:
+                raise MemoryError(f"cannot allocate {total} bytes for the packed weights")
+            for i in range(n):
+                if all[i].w.n_rows:
+                    with nogil:
+                        llamay_copy_weight(&all[i].w, self.packed + offset, self.threads)
+                    offset += llamay_copy_bytes(&all[i].w)
+        finally:
+            free(all)
+        return 0
+
+    @property
+    def n_vocab(self) -> int:
+        return self.c.n_vocab
+
+    def close(self) -> None:
+        """Frees the packed weights and the scratch buffers; the engine refuses steps after."""
+        self._free()
+
+    def step(self, const int32_t[::1] tokens, const int32_t[::1] positions,
+             const int32_t[::1] sequence, list page_tables, const int32_t[::1] logit_tokens,
+             float[:, ::1] logits):
+        """One forward step.
+
+        tokens[i] at positions[i] belongs to sequence[i], whose pages are page_tables[sequence[i]]
+        (int32 arrays of page ids, in position order). Writes the logits of tokens
+        logit_tokens[j] into logits[j] (shape (len(logit_tokens), n_vocab)).
+        """
+        if self.scratch == NULL:
+            raise LlamayError("this model is closed")
+        cdef int n = tokens.shape[0], n_logits = logit_tokens.shape[0], i, p
+        if n == 0:
+            return
+        if n > self.max_tokens:
+            raise ValueError(f"a step takes at most {self.max_tokens} tokens, not {n}")
+        if positions.shape[0] != n or sequence.shape[0] != n:
+            raise ValueError("tokens, positions and sequence must have the same length")
+        if logits.shape[0] != n_logits or logits.shape[1] != self.c.n_vocab:
+            raise ValueError(
+                f"logits must have shape ({n_logits}, {self.c.n_vocab}), not "
+                f"({logits.shape[0]}, {logits.shape[1]})"
+            )
+        for i in range(n_logits):
+            if not 0 <= logit_tokens[i] < n:
+                raise ValueError(
+                    f"logit_tokens[{i}] = {logit_tokens[i]} is not a token of the step"
+                )
+        cdef const llamay_pages *kv = &self.arena.c
+        cdef const int32_t[::1] table
+        cdef const int32_t **tables = <const int32_t **>malloc(n * sizeof(int32_t *))
+        if tables == NULL:
+            raise MemoryError()
+        cdef llamay_batch batch
+        try:
+            views = [_page_table(t, kv) for t in page_tables]
+            for i in range(n):
+                if not 0 <= tokens[i] < self.c.n_vocab:
+                    raise ValueError(
+                        f"token id {tokens[i]} is out of range: the vocabulary has "
+                        f"{self.c.n_vocab} tokens"
+                    )
+                if not 0 <= sequence[i] < len(views):
+                    raise ValueError(f"sequence[{i}] = {sequence[i]} has no page table")
+                table = views[sequence[i]]
+                p = positions[i]
+                if p < 0 or p // kv.page_tokens >= table.shape[0]:
+                    raise ValueError(
+                        f"position {p} has no page: the sequence has {table.shape[0]} pages "
+                        f"of {kv.page_tokens} tokens"
+                    )
+                tables[i] = &table[0]
+            batch = _batch(n, &tokens[0], &positions[0], tables, n_logits,
+                           &logit_tokens[0] if n_logits else NULL,
+                           &logits[0, 0] if n_logits else NULL)
+            with nogil:
+                llamay_forward(&self.c, kv, self.scratch, &batch, self.threads)
+        finally:
+            free(tables)
+
+
+cdef llamay_batch _batch(int n, const int32_t *tokens, const int32_t *positions,
+                         const int32_t **tables, int n_logits, const int32_t *logit_tokens,
+                         float *logits):
+    cdef llamay_batch b
+    b.n_tokens = n
+    b.tokens = tokens
+    b.positions = positions
+    b.page_tables = tables
+    b.n_logits = n_logits
+    b.logit_tokens = logit_tokens
+    b.logits = logits
+    return b
+
+
+cdef object _page_table(object pages, const llamay_pages *kv):
+    """pages as a checked int32 view: every id an allocated page of the arena."""
+    cdef const int32_t[::1] view = pages
+    cdef Py_ssize_t i
+    for i in range(view.shape[0]):
+        if not (0 <= view[i] < kv.n_pages and kv.refcounts[view[i]] > 0):
+            raise ValueError(f"page {view[i]} of a page table is not an allocated page")
+    return view
+
+
+cdef int _check_shape(object spec, PageArena arena) except -1:
+    """What the kernels need of a model and its KV arena, with a reason where they do not."""
+    hp = spec.hparams
+    d = spec.head_dim
+    if d % 16:
+        raise UnsupportedModel(
+            f"heads of {d} dimensions: llamay's attention needs a multiple of 16"
+        )
+    if (arena.n_layers, arena.head_dim) != (hp.n_layer, d) or arena.n_kv_heads < max(hp.n_head_kv):
+        raise ValueError(
+            f"the KV arena ({arena.n_layers} layers x {arena.n_kv_heads} heads x "
+            f"{arena.head_dim}) does not fit the model ({hp.n_layer} x {max(hp.n_head_kv)} x {d})"
+        )
+    if arena.page_tokens > 64 or arena.page_tokens % 16:
+        raise ValueError(f"pages of {arena.page_tokens} tokens: attention tiles take 16 to 64")
+    if len(spec.ropes) > LLAMAY_MAX_ROPES:
+        raise UnsupportedModel(
+            f"{len(spec.ropes)} RoPE configurations (at most {LLAMAY_MAX_ROPES})"
+        )
+    return 0
+
+
+cdef void _rope_params(llamay_rope_params *p, object rope, const float *factors):
+    p.n_rot = rope.n_rot
+    p.neox = rope.neox
+    p.freq_base = rope.freq_base
+    p.freq_scale = rope.freq_scale
+    p.ext_factor = rope.ext_factor
+    p.attn_factor = rope.attn_factor
+    p.beta_fast = rope.beta_fast
+    p.beta_slow = rope.beta_slow
+    p.n_ctx_orig = rope.n_ctx_orig
+    p.freq_factors = factors
+
+
+# ---- scoring ----
+
+def token_logprobs(const float[:, ::1] logits, const int32_t[::1] targets) -> np.ndarray:
+    """log softmax(logits[i])[targets[i]] for every row, in float64 (max + log-sum-exp in fp32
+    in a fixed order, the log in double)."""
+    cdef Py_ssize_t n = logits.shape[0], v = logits.shape[1], i
+    if targets.shape[0] != n:
+        raise ValueError(f"{targets.shape[0]} targets for {n} rows of logits")
+    for i in range(n):
+        if not 0 <= targets[i] < v:
+            raise ValueError(f"target {targets[i]} is out of range for {v} logits")
+    out = np.empty(n, dtype=np.float64)
+    cdef double[::1] o = out
+    cdef const llamay_kernels *k = _table(_kernel_set("best"))
+    cdef float mx, total
+    with nogil:
+        for i in range(n):
+            k.logsumexp(&logits[i, 0], <int>v, &mx, &total)
+            o[i] = (<double>logits[i, targets[i]] - mx) - llamay_log_d(total)
+    return out
+
+
+# ---- single kernels, for tests ----
+
+def rms_norm(const float[::1] x, weight, float eps, str kernels="best") -> np.ndarray:
+    cdef const llamay_kernels *k = _table(_kernel_set(kernels))
+    cdef const float[::1] w
+    out = np.empty(x.shape[0], dtype=np.float32)
+    cdef float[::1] o = out
+    if weight is None:
+        k.rms_norm(&x[0], NULL, <int>x.shape[0], eps, &o[0])
+    else:
+        w = weight
+        k.rms_norm(&x[0], &w[0], <int>x.shape[0], eps, &o[0])
+    return out
+
+
+def gated(str activation, const float[::1] gate, const float[::1] up, str kernels="best"):
+    """act(gate) * up for activation 'silu' or 'gelu_tanh'."""
+    cdef const llamay_kernels *k = _table(_kernel_set(kernels))
+    cdef int act = LLAMAY_GELU_TANH if activation == "gelu_tanh" else LLAMAY_SILU
+    out = np.empty(gate.shape[0], dtype=np.float32)
+    cdef float[::1] o = out
+    k.gated(act, &gate[0], &up[0], <int>gate.shape[0], &o[0])
+    return out
+
+
+def softcap(const float[::1] x, float cap, str kernels="best") -> np.ndarray:
+    cdef const llamay_kernels *k = _table(_kernel_set(kernels))
+    out = np.array(x, dtype=np.float32)
+    cdef float[::1] o = out
+    k.softcap(&o[0], <int>o.shape[0], cap)
+    return out
+
+
+def logsumexp(const float[::1] x, str kernels="best") -> tuple:
+    """(max, sum of e^(x - max)), in fp32."""
+    cdef const llamay_kernels *k = _table(_kernel_set(kernels))
+    cdef float mx, total
+    k.logsumexp(&x[0], <int>x.shape[0], &mx, &total)
+    return mx, total
+
+
+def attention(PageArena arena not None, const int32_t[::1] page_table, int layer, int kv_head,
+              const float[:, ::1] q, int pos, int window=0, float scale=1.0, float softcap=0.0,
+              str kernels="best") -> np.ndarray:
+    """Query heads q (n_q, head_dim) at position pos against one KV head of the pages."""
+    cdef const llamay_kernels *k = _table(_kernel_set(kernels))
+    cdef llamay_attention a
+    if q.shape[1] != arena.head_dim or arena.head_dim % 16:
+        raise ValueError(f"q rows must have head_dim = {arena.head_dim} (a multiple of 16)")
+    if not (0 <= layer < arena.n_layers and 0 <= kv_head < arena.n_kv_heads):
+        raise ValueError("layer or kv_head out of range")
+    if pos < 0 or pos // arena.page_tokens >= page_table.shape[0]:
+        raise ValueError(f"position {pos} has no page")
+    _page_table(page_table, &arena.c)
+    out = np.empty((q.shape[0], q.shape[1]), dtype=np.float32)
+    cdef float[:, ::1] o = out
+    a.kv = &arena.c
+    a.page_table = &page_table[0]
+    a.layer = layer
+    a.kv_head = kv_head
+    a.n_q = <int>q.shape[0]
+    a.pos = pos
+    a.window = window
+    a.scale = scale
+    a.softcap = softcap
+    a.q = &q[0, 0]
+    a.out = &o[0, 0]
+    k.attention(&a)
+    return out
+
+
+def rope_cos_sin(rope, const int32_t[::1] positions) -> np.ndarray:
+    """(cos, sin) pairs of a llamay.models.spec.Rope at each position: (n, n_rot) float32."""
+    cdef llamay_rope r
+    cdef llamay_rope_params p
+    cdef const float[::1] factors
+    if rope.freq_factors is not None:
+        factors = np.ascontiguousarray(rope.freq_factors, dtype=np.float32)
+        _rope_params(&p, rope, &factors[0])
+    else:
+        _rope_params(&p, rope, NULL)
+    if llamay_rope_init(&r, &p) != 0:
+        raise ValueError(f"RoPE over {rope.n_rot} dimensions is not supported")
+    out = np.empty((positions.shape[0], rope.n_rot), dtype=np.float32)
+    cdef float[:, ::1] o = out
+    cdef Py_ssize_t i
+    for i in range(positions.shape[0]):
+        llamay_rope_cos_sin(&r, positions[i], &o[i, 0])
+    return out
