@@ -50,10 +50,13 @@ def cli() -> None:
 
 
 def _register() -> None:
+    from .bench import bench
+    from .perplexity import perplexity
+    from .run import run
     from .show import show
     from .tokenize import tokenize
 
-    for command in (show, tokenize):
+    for command in (show, tokenize, run, perplexity, bench):
         cli.add_command(command)
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from llamay import gguf
 from llamay._core.engine import Engine
 from llamay.engine.context import Context
+from llamay.engine.generate import Generation, generate
 from llamay.errors import ContextOverflow
 from llamay.models.hparams import HParams, from_metadata
 from llamay.models.registry import check_supported
@@ -157,6 +158,10 @@ class Model:
     def context(self) -> Context:
         """An empty context."""
         return Context(self)
+
+    def generate(self, ids_or_text: str | Sequence[int], **params: Any) -> Generation:
+        """Sample tokens after a prompt (text or ids) in a fresh context; see engine.generate."""
+        return generate(self, ids_or_text, **params)
 
     def kv_stats(self) -> dict[str, Any]:
         """KV page accounting: page_tokens, pages_total, pages_used, pages_free, ..."""
