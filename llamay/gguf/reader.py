@@ -128,11 +128,17 @@ def read(path: str | os.PathLike[str]) -> GGUFFile:
         # The header is read once; tensor pages are faulted in by the kernels, not read ahead.
         mapped.madvise(mmap.MADV_RANDOM, 0, min(size, 1 << 20))
     try:
-        return _Parser(path, mapped).parse()
+        gguf = _Parser(path, mapped).parse()
     except ModelFormatError:
         with contextlib.suppress(BufferError):  # views made before the error keep it mapped
             mapped.close()
         raise
+    if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        # The metadata is copied out (a vocabulary's strings are megabytes): drop its pages.
+        header_pages = gguf.data_offset // mmap.PAGESIZE * mmap.PAGESIZE
+        if header_pages:
+            mapped.madvise(mmap.MADV_DONTNEED, 0, header_pages)
+    return gguf
 
 
 class _Parser:

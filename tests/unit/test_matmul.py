@@ -64,10 +64,11 @@ DEQUANTIZED_TYPES = ["NVFP4", "Q1_0"]
 ALL_TYPES = FLOAT_TYPES + Q8_0_TYPES + Q8_K_TYPES + DEQUANTIZED_TYPES
 
 # Column counts per type: a single block, a tail that leaves lanes unused, and several rounds
-# of the eight lanes (640 is Gemma 3 270M's n_embd).
+# of the eight lanes (640 is Gemma 3 270M's n_embd). For the packed formats: rows whose last
+# group holds 1, 7 and 4 blocks.
 COLUMNS = {
     **{t: [17, 640] for t in FLOAT_TYPES},
-    **{t: [32, 288, 640] for t in Q8_0_TYPES},
+    **{t: [32, 224, 288, 640] for t in Q8_0_TYPES},
     **{t: [256, 2304] for t in Q8_K_TYPES},
     "NVFP4": [64, 640],
     "Q1_0": [128, 640],

@@ -79,13 +79,15 @@ int llamay_weight_init(llamay_weight *w, const void *data, int type, int n_rows,
     }
     const llamay_matmul_fn simd = simd_kernel(set, type);
     const int packed = simd != NULL && llamay_is_packed_type(type);
-    const size_t n_groups = (size_t)(n_cols / 32 + 7) / 8;
+    const int n_blocks = n_cols / q->block_elems;
     w->data = data;
     w->type = type;
     w->n_rows = n_rows;
     w->n_cols = n_cols;
-    w->row_bytes = (size_t)(n_cols / q->block_elems) * (size_t)q->block_bytes;
-    w->packed_row_bytes = packed ? n_groups * (size_t)llamay_packed_group_bytes(type) : 0;
+    w->row_bytes = (size_t)n_blocks * (size_t)q->block_bytes;
+    w->packed_row_bytes = packed ? (size_t)(n_blocks / 8) * llamay_packed_group_bytes(type, 8) +
+                                       (size_t)llamay_packed_group_bytes(type, n_blocks % 8)
+                                 : 0;
     w->packed = NULL;
     w->act_kind = packed ? LLAMAY_ACT_Q8_0_X8 : act_kind_of(type);
     w->act_row_bytes = llamay_act_row_bytes(w->act_kind, n_cols);
@@ -116,9 +118,7 @@ static void block_codes(int type, const uint8_t *blk, uint8_t codes[32], uint32_
 void llamay_weight_pack(const llamay_weight *w, uint8_t *packed, int row_begin, int row_end) {
     const int type = w->type, n_blocks = w->n_cols / 32;
     const size_t block_bytes = w->row_bytes / (size_t)n_blocks;
-    const int group_bytes = llamay_packed_group_bytes(type);
-    const int scales = llamay_packed_scales_offset(type), mins = llamay_packed_mins_offset(type);
-    const int fifth_bits = llamay_packed_fifth_bits_offset(type);
+    const int group_bytes = llamay_packed_group_bytes(type, 8);
     for (int r = row_begin; r < row_end; r++) {
         const uint8_t *row = w->data + (size_t)r * w->row_bytes;
         uint8_t *out = packed + (size_t)r * w->packed_row_bytes;
@@ -126,19 +126,21 @@ void llamay_weight_pack(const llamay_weight *w, uint8_t *packed, int row_begin, 
         for (int b = 0; b < n_blocks; b++) {
             const uint8_t *blk = row + (size_t)b * block_bytes;
             uint8_t *group = out + (size_t)(b / 8) * group_bytes;
-            const int j = b % 8;
+            const int j = b % 8, n = llamay_group_blocks(n_blocks, b / 8);
+            const int scales = llamay_packed_scales_offset(type, n);
+            const int fifth_bits = llamay_packed_fifth_bits_offset(type, n);
             uint8_t codes[32];
             uint32_t fifth;
             block_codes(type, blk, codes, &fifth);
             for (int i = 0; i < 32; i++) {
-                const int p = llamay_x8_position(j, i);
+                const int p = llamay_x8_position(j, i, n);
                 if (type == LLAMAY_TYPE_Q8_0) {
                     group[p] = codes[i];
                     continue;
                 }
-                /* chunk c = 4h + 2 * high_nibble + s lives in byte 64h + 32s + p % 32 */
-                const int c = p / 32, h = c / 4, high = (c / 2) % 2, s = c % 2;
-                group[64 * h + 32 * s + p % 32] |= (uint8_t)(codes[i] << (4 * high));
+                /* chunk c = 4h + 2 * high_nibble + s lives in byte 8nh + 4ns + p % 4n */
+                const int c = i / 4, h = c / 4, high = (c / 2) % 2, s = c % 2;
+                group[8 * n * h + 4 * n * s + p % (4 * n)] |= (uint8_t)(codes[i] << (4 * high));
                 if ((fifth >> i) & 1) {
                     group[fifth_bits + p / 8] |= (uint8_t)(1u << (p % 8));
                 }
@@ -149,7 +151,7 @@ void llamay_weight_pack(const llamay_weight *w, uint8_t *packed, int row_begin, 
                 memcpy(group + scales + 2 * j, blk, 2);
             }
             if (llamay_packed_has_mins(type)) {
-                memcpy(group + mins + 2 * j, blk + 2, 2);
+                memcpy(group + llamay_packed_mins_offset(type, n) + 2 * j, blk + 2, 2);
             }
         }
     }
@@ -175,7 +177,7 @@ static void quantize_row_q8_0_layout(const float *x, int n_cols, int kind, uint8
             if (kind == LLAMAY_ACT_Q8_0_X8) {
                 int8_t *group = qs + 256 * (b / 8);
                 for (int k = 0; k < 32; k += 4) {
-                    memcpy(group + llamay_x8_position(b % 8, k), blocks[i].qs + k, 4);
+                    memcpy(group + llamay_x8_position(b % 8, k, 8), blocks[i].qs + k, 4);
                 }
             } else {
                 memcpy(qs + 32 * b, blocks[i].qs, 32);
@@ -192,7 +194,7 @@ static void quantize_row_q8_0_layout(const float *x, int n_cols, int kind, uint8
     for (int b = n_blocks; b < padded; b++) { /* blocks that pad the last group */
         int8_t *group = qs + 256 * (b / 8);
         for (int k = 0; k < 32; k += 4) {
-            memset(group + llamay_x8_position(b % 8, k), 0, 4);
+            memset(group + llamay_x8_position(b % 8, k, 8), 0, 4);
         }
         d[b] = 0;
         sum[b] = 0;

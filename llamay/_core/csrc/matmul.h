@@ -58,10 +58,11 @@ typedef struct llamay_weight {
     int n_cols;          /* inputs: a multiple of the type's block size */
     size_t row_bytes;
     /* The SIMD kernels of the 32-element formats read a packed copy instead: each group of
-       eight blocks with its scales together and its quants interleaved four bytes at a time
-       (matmul_kernels.h), so that a 32-bit SIMD lane holds one block. packed_row_bytes is 0
-       where the kernels read `data`; otherwise the caller provides n_rows * packed_row_bytes
-       bytes, fills them with llamay_weight_pack and sets `packed`. */
+       eight blocks (the last holds the rest) with its scales together and its quants
+       interleaved four bytes at a time (matmul_kernels.h), so that a 32-bit SIMD lane holds
+       one block. packed_row_bytes is 0 where the kernels read `data`, else row_bytes (the
+       same bytes, rearranged); the caller provides n_rows * packed_row_bytes bytes, fills
+       them with llamay_weight_pack and sets `packed`. */
     size_t packed_row_bytes;
     const uint8_t *packed;
     int act_kind;         /* enum llamay_act_kind */

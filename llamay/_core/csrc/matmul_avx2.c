@@ -163,9 +163,7 @@ INLINE __m256i lookup_table(const int8_t values[16]) {
 }
 
 /* 32 fifth bits -> bytes of 0x10 where set */
-INLINE __m256i fifth_bits32(const uint8_t *bits) {
-    uint32_t h;
-    memcpy(&h, bits, sizeof h);
+INLINE __m256i fifth_bits32(uint32_t h) {
     const __m256i spread = _mm256_shuffle_epi8(
         _mm256_set1_epi32((int)h),
         _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL, 0x0303030303030303LL));
@@ -186,6 +184,24 @@ INLINE __m256 halves8(const uint8_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
+/* Chunk c of a group of n blocks (matmul_kernels.h): its 4n bytes in lanes 0..n-1. */
+INLINE __m256i chunk32(const uint8_t *group, int n, int c) {
+    if (n == 8) {
+        return _mm256_loadu_si256((const __m256i *)(group + 32 * c));
+    }
+    return _mm256_maskload_epi32((const int *)(group + 4 * n * c), first_lanes(n));
+}
+
+/* The fifth bits of chunk c: bit 4j + i for element i of block j */
+INLINE uint32_t chunk_fifth_bits(const uint8_t *fifth, int n, int c) {
+    if (n == 8) {
+        uint32_t h;
+        memcpy(&h, fifth + 4 * c, sizeof h);
+        return h;
+    }
+    return (uint32_t)llamay_read_bits(fifth, 4 * n * c, 4 * n);
+}
+
 /* vpmaddubsw of signed w with x: |w| x (x negated where w < 0), which cannot saturate while
    |w| and |x| are at most 127 (and w = -128 meets no x = -128: activations stop at -127) */
 INLINE __m256i signed_pairs(__m256i w, __m256i x) {
@@ -197,34 +213,46 @@ typedef struct {
     __m256 d, m;  /* the blocks' scales (and mins, for Q4_1 and Q5_1) */
 } group32;
 
-INLINE void load_group32(int type, const uint8_t *group, __m256i table, group32 *G) {
+/* a group of n blocks; lanes past n hold anything (group_step leaves them out) */
+INLINE void load_group32(int type, const uint8_t *group, int n, __m256i table, group32 *G) {
     if (type == LLAMAY_TYPE_Q8_0) {
         for (int c = 0; c < 8; c++) {
-            G->w[c] = _mm256_loadu_si256((const __m256i *)(group + 32 * c));
+            G->w[c] = chunk32(group, n, c);
         }
     } else {
         const __m256i low4 = _mm256_set1_epi8(0x0F);
         for (int h = 0; h < 2; h++) {
             for (int s = 0; s < 2; s++) {
-                const __m256i y = _mm256_loadu_si256((const __m256i *)(group + 64 * h + 32 * s));
+                const __m256i y = chunk32(group, n, 2 * h + s);
                 G->w[4 * h + s] = _mm256_and_si256(y, low4);
                 G->w[4 * h + 2 + s] = _mm256_and_si256(_mm256_srli_epi16(y, 4), low4);
             }
         }
-        const uint8_t *fifth = group + llamay_packed_fifth_bits_offset(type);
+        const uint8_t *fifth = group + llamay_packed_fifth_bits_offset(type, n);
         for (int c = 0; c < 8; c++) {
             if (type == LLAMAY_TYPE_IQ4_NL || type == LLAMAY_TYPE_MXFP4) {
                 G->w[c] = _mm256_shuffle_epi8(table, G->w[c]);
             }
             if (llamay_packed_has_fifth_bits(type)) {
-                G->w[c] = _mm256_or_si256(G->w[c], fifth_bits32(fifth + 4 * c));
+                G->w[c] = _mm256_or_si256(G->w[c], fifth_bits32(chunk_fifth_bits(fifth, n, c)));
             }
         }
     }
-    const uint8_t *scales = group + llamay_packed_scales_offset(type);
+    /* a partial group's scales and mins, copied out whole: masked loads are by 4 bytes */
+    uint8_t tail[2][16] = {{0}};
+    const uint8_t *scales = group + llamay_packed_scales_offset(type, n);
+    const uint8_t *mins = group + llamay_packed_mins_offset(type, n);
+    if (n < 8) {
+        memcpy(tail[0], scales, (size_t)(mins - scales));
+        scales = tail[0];
+        if (llamay_packed_has_mins(type)) {
+            memcpy(tail[1], mins, 2 * (size_t)n);
+            mins = tail[1];
+        }
+    }
     G->d = type == LLAMAY_TYPE_MXFP4 ? e8m0_halves8(scales) : halves8(scales);
     if (llamay_packed_has_mins(type)) {
-        G->m = halves8(group + llamay_packed_mins_offset(type));
+        G->m = halves8(mins);
     }
 }
 
@@ -259,39 +287,61 @@ INLINE __m256i table_for(int type) {
     return lookup_table(type == LLAMAY_TYPE_MXFP4 ? kvalues_mxfp4 : kvalues_iq4nl);
 }
 
+/* Rows are walked whole groups first, their layout known at compile time, then the partial
+   group that ends a row whose blocks are not a multiple of eight. */
+
+/* Decode: group g (of n blocks) of one row against one token. */
+INLINE __m256 row_group(int type, const uint8_t *row, const llamay_act_q *a, int g, int n,
+                        __m256i table, __m256 acc) {
+    group32 G;
+    load_group32(type, row + (size_t)g * llamay_packed_group_bytes(type, 8), n, table, &G);
+    return group_step(type, &G, a, g, first_lanes(n), n == 8, acc);
+}
+
 /* Decode: one row against one token, the accumulator in a register. */
 INLINE float q32_row(int type, const llamay_weight *w, const llamay_act_q *a, int r,
                      __m256i table) {
-    const int nb = w->n_cols / 32, group_bytes = llamay_packed_group_bytes(type);
+    const int nb = w->n_cols / 32;
     const uint8_t *row = w->packed + (size_t)r * w->packed_row_bytes;
     __m256 acc = _mm256_setzero_ps();
-    for (int g = 0; 8 * g < nb; g++) {
-        group32 G;
-        load_group32(type, row + (size_t)g * group_bytes, table, &G);
-        acc = group_step(type, &G, a, g, first_lanes(nb - 8 * g), 8 * g + 8 <= nb, acc);
+    int g = 0;
+    for (; g < nb / 8; g++) {
+        acc = row_group(type, row, a, g, 8, table, acc);
+    }
+    if (nb % 8) {
+        acc = row_group(type, row, a, g, nb % 8, table, acc);
     }
     return tree8_ps(acc);
 }
 
-/* Prefill: one row's groups, each decoded once for every token of the chunk (with eight
-   chunks in registers, one row is what sixteen registers hold). */
+/* Prefill: group g (of n blocks) of one row, decoded once for every token of the chunk. */
+INLINE void tile_group(int type, const uint8_t *row, const llamay_weight *w, const uint8_t *act,
+                       int t0, int n_tok, int g, int n, __m256 *acc, __m256i table) {
+    group32 G;
+    load_group32(type, row + (size_t)g * llamay_packed_group_bytes(type, 8), n, table, &G);
+    const __m256i keep = first_lanes(n);
+    for (int t = 0; t < n_tok; t++) {
+        const llamay_act_q a = llamay_act_q_of(w, act, t0 + t);
+        acc[t] = group_step(type, &G, &a, g, keep, n == 8, acc[t]);
+    }
+}
+
+/* Prefill: one row's groups against a chunk of tokens (with eight chunks in registers, one
+   row is what sixteen registers hold). */
 INLINE void q32_tile(int type, const llamay_weight *w, const uint8_t *act, int t0, int n_tok,
                      int r, float (*results)[LLAMAY_ROW_BLOCK], int column, __m256 *acc,
                      __m256i table) {
-    const int nb = w->n_cols / 32, group_bytes = llamay_packed_group_bytes(type);
+    const int nb = w->n_cols / 32;
+    const uint8_t *row = w->packed + (size_t)r * w->packed_row_bytes;
     for (int t = 0; t < n_tok; t++) {
         acc[t] = _mm256_setzero_ps();
     }
-    for (int g = 0; 8 * g < nb; g++) {
-        group32 G;
-        const uint8_t *row = w->packed + (size_t)r * w->packed_row_bytes;
-        load_group32(type, row + (size_t)g * group_bytes, table, &G);
-        const __m256i keep = first_lanes(nb - 8 * g);
-        const int whole = 8 * g + 8 <= nb;
-        for (int t = 0; t < n_tok; t++) {
-            const llamay_act_q a = llamay_act_q_of(w, act, t0 + t);
-            acc[t] = group_step(type, &G, &a, g, keep, whole, acc[t]);
-        }
+    int g = 0;
+    for (; g < nb / 8; g++) {
+        tile_group(type, row, w, act, t0, n_tok, g, 8, acc, table);
+    }
+    if (nb % 8) {
+        tile_group(type, row, w, act, t0, n_tok, g, nb % 8, acc, table);
     }
     for (int t = 0; t < n_tok; t++) {
         results[t][column] = tree8_ps(acc[t]);

@@ -173,17 +173,43 @@ INLINE __m512i lookup_table(const int8_t values[16]) {
     return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)biased));
 }
 
-/* MXFP4's E8M0 exponents of eight blocks, as llamay_e8m0_to_fp32_half. */
-INLINE __m256 e8m0_halves8(const uint8_t *exponents) {
-    const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)exponents));
+/* MXFP4's E8M0 exponents of a group's n blocks, as llamay_e8m0_to_fp32_half. */
+INLINE __m256 e8m0_halves8(const uint8_t *exponents, int n) {
+    const __m128i bytes = n == 8 ? _mm_loadl_epi64((const __m128i *)exponents)
+                                 : _mm_maskz_loadu_epi8((__mmask16)((1u << n) - 1), exponents);
+    const __m256i e = _mm256_cvtepu8_epi32(bytes);
     const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
     const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
     const __mmask8 small = _mm256_cmplt_epi32_mask(e, _mm256_set1_epi32(2));
     return _mm256_castsi256_ps(_mm256_mask_blend_epi32(small, normal, subnormal));
 }
 
-INLINE __m256 halves8(const uint8_t *p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+/* a group's n fp16 values */
+INLINE __m256 halves8(const uint8_t *p, int n) {
+    return _mm256_cvtph_ps(n == 8 ? _mm_loadu_si128((const __m128i *)p)
+                                  : _mm_maskz_loadu_epi16((__mmask8)((1u << n) - 1), p));
+}
+
+/* Quants vector k of a group of n blocks (matmul_kernels.h): chunks 2k and 2k+1, their 4n
+   bytes each expanded to lanes 0..n-1 and 8..n+7. */
+INLINE __m512i quants64(const uint8_t *group, int n, int k) {
+    if (n == 8) {
+        return _mm512_loadu_si512(group + 64 * k);
+    }
+    const __mmask16 lanes = (__mmask16)(((1u << n) - 1) * 0x101u);
+    return _mm512_maskz_expandloadu_epi32(lanes, group + 8 * n * k);
+}
+
+/* The fifth bits of quants vector k as a byte mask: chunk 2k's 4n bits at bit 0, chunk
+   2k+1's at bit 32. */
+INLINE uint64_t fifth_bits64(const uint8_t *fifth, int n, int k) {
+    if (n == 8) {
+        uint64_t bits;
+        memcpy(&bits, fifth + 8 * k, sizeof bits);
+        return bits;
+    }
+    const uint64_t both = llamay_read_bits(fifth, 8 * n * k, 8 * n);
+    return (both & ((1ull << (4 * n)) - 1)) | (both >> (4 * n)) << 32;
 }
 
 typedef struct {
@@ -192,16 +218,17 @@ typedef struct {
     __m256 m;     /* their mins (Q4_1, Q5_1) */
 } group32;
 
-INLINE void load_group32(int type, const uint8_t *group, __m512i table, group32 *G) {
+/* a group of n blocks; lanes past n hold anything (group_step leaves them out) */
+INLINE void load_group32(int type, const uint8_t *group, int n, __m512i table, group32 *G) {
     if (type == LLAMAY_TYPE_Q8_0) {
         const __m512i sign = _mm512_set1_epi8((char)0x80);
         for (int k = 0; k < 4; k++) {
-            G->w[k] = _mm512_xor_si512(_mm512_loadu_si512(group + 64 * k), sign);
+            G->w[k] = _mm512_xor_si512(quants64(group, n, k), sign);
         }
     } else {
         const __m512i low4 = _mm512_set1_epi8(0x0F);
         for (int h = 0; h < 2; h++) {
-            const __m512i z = _mm512_loadu_si512(group + 64 * h);
+            const __m512i z = quants64(group, n, h);
             G->w[2 * h] = _mm512_and_si512(z, low4);
             G->w[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), low4);
         }
@@ -211,18 +238,17 @@ INLINE void load_group32(int type, const uint8_t *group, __m512i table, group32 
             }
         }
         if (llamay_packed_has_fifth_bits(type)) {
-            const uint8_t *fifth = group + llamay_packed_fifth_bits_offset(type);
+            const uint8_t *fifth = group + llamay_packed_fifth_bits_offset(type, n);
             for (int k = 0; k < 4; k++) {
-                uint64_t bits;
-                memcpy(&bits, fifth + 8 * k, sizeof bits);
+                const uint64_t bits = fifth_bits64(fifth, n, k);
                 G->w[k] = _mm512_mask_add_epi8(G->w[k], bits, G->w[k], _mm512_set1_epi8(16));
             }
         }
     }
-    const uint8_t *scales = group + llamay_packed_scales_offset(type);
-    G->d = type == LLAMAY_TYPE_MXFP4 ? e8m0_halves8(scales) : halves8(scales);
+    const uint8_t *scales = group + llamay_packed_scales_offset(type, n);
+    G->d = type == LLAMAY_TYPE_MXFP4 ? e8m0_halves8(scales, n) : halves8(scales, n);
     if (llamay_packed_has_mins(type)) {
-        G->m = halves8(group + llamay_packed_mins_offset(type));
+        G->m = halves8(group + llamay_packed_mins_offset(type, n), n);
     }
 }
 
@@ -252,50 +278,70 @@ INLINE __m256 group_step(int type, const group32 *G, const llamay_act_q *a, int 
     return acc;
 }
 
-/* the lanes of group g's blocks that exist: all but in a row's last, partial group */
-INLINE __mmask8 present(int n_blocks, int g) {
-    const int n = n_blocks - 8 * g;
-    return n >= 8 ? 0xFF : (__mmask8)((1u << n) - 1);
+/* the lanes of a group of n blocks */
+INLINE __mmask8 present(int n) { return (__mmask8)((1u << n) - 1); }
+
+/* Rows are walked whole groups first, their layout known at compile time, then the partial
+   group that ends a row whose blocks are not a multiple of eight. */
+
+/* Decode: group g (of n blocks) of one row against one token. */
+INLINE __m256 row_group(int type, const uint8_t *row, const llamay_act_q *a, int g, int n,
+                        __m512i table, __m256 acc) {
+    group32 G;
+    load_group32(type, row + (size_t)g * llamay_packed_group_bytes(type, 8), n, table, &G);
+    return group_step(type, &G, a, g, present(n), acc);
 }
 
 /* Decode: one row against one token, the accumulator in a register. */
 INLINE float q32_row(int type, const llamay_weight *w, const llamay_act_q *a, int r,
                      __m512i table) {
-    const int nb = w->n_cols / 32, group_bytes = llamay_packed_group_bytes(type);
+    const int nb = w->n_cols / 32;
     const uint8_t *row = w->packed + (size_t)r * w->packed_row_bytes;
     __m256 acc = _mm256_setzero_ps();
-    for (int g = 0; 8 * g < nb; g++) {
-        group32 G;
-        load_group32(type, row + (size_t)g * group_bytes, table, &G);
-        acc = group_step(type, &G, a, g, present(nb, g), acc);
+    int g = 0;
+    for (; g < nb / 8; g++) {
+        acc = row_group(type, row, a, g, 8, table, acc);
+    }
+    if (nb % 8) {
+        acc = row_group(type, row, a, g, nb % 8, table, acc);
     }
     return tree8_ps(acc);
 }
 
-/* Prefill: a tile of `rows` weight rows, each group decoded once for every token of the
-   chunk. */
+/* Prefill: group g (of n blocks) of a tile of `rows` weight rows, decoded once for every
+   token of the chunk. */
+INLINE void tile_group(int type, const llamay_weight *w, const uint8_t *act, int t0, int n_tok,
+                       int r0, const int rows, int g, int n, __m256 (*acc)[TOKEN_CHUNK],
+                       __m512i table) {
+    group32 G[4];
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *row = w->packed + (size_t)(r0 + r) * w->packed_row_bytes;
+        load_group32(type, row + (size_t)g * llamay_packed_group_bytes(type, 8), n, table, &G[r]);
+    }
+    const __mmask8 k = present(n);
+    for (int t = 0; t < n_tok; t++) {
+        const llamay_act_q a = llamay_act_q_of(w, act, t0 + t);
+        for (int r = 0; r < rows; r++) {
+            acc[r][t] = group_step(type, &G[r], &a, g, k, acc[r][t]);
+        }
+    }
+}
+
 INLINE void q32_tile(int type, const llamay_weight *w, const uint8_t *act, int t0, int n_tok,
                      int r0, float (*results)[LLAMAY_ROW_BLOCK], int column, const int rows,
                      __m256 (*acc)[TOKEN_CHUNK], __m512i table) {
-    const int nb = w->n_cols / 32, group_bytes = llamay_packed_group_bytes(type);
+    const int nb = w->n_cols / 32;
     for (int r = 0; r < rows; r++) {
         for (int t = 0; t < n_tok; t++) {
             acc[r][t] = _mm256_setzero_ps();
         }
     }
-    for (int g = 0; 8 * g < nb; g++) {
-        group32 G[4];
-        for (int r = 0; r < rows; r++) {
-            const uint8_t *row = w->packed + (size_t)(r0 + r) * w->packed_row_bytes;
-            load_group32(type, row + (size_t)g * group_bytes, table, &G[r]);
-        }
-        const __mmask8 k = present(nb, g);
-        for (int t = 0; t < n_tok; t++) {
-            const llamay_act_q a = llamay_act_q_of(w, act, t0 + t);
-            for (int r = 0; r < rows; r++) {
-                acc[r][t] = group_step(type, &G[r], &a, g, k, acc[r][t]);
-            }
-        }
+    int g = 0;
+    for (; g < nb / 8; g++) {
+        tile_group(type, w, act, t0, n_tok, r0, rows, g, 8, acc, table);
+    }
+    if (nb % 8) {
+        tile_group(type, w, act, t0, n_tok, r0, rows, g, nb % 8, acc, table);
     }
     for (int r = 0; r < rows; r++) {
         for (int t = 0; t < n_tok; t++) {

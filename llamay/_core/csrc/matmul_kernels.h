@@ -68,19 +68,25 @@ static inline llamay_act_q llamay_act_q_of(const llamay_weight *w, const uint8_t
     return llamay_act_q_row(act + (size_t)t * w->act_row_bytes, w->act_kind, w->n_cols);
 }
 
-/* Where element i of block j (of a group of eight) lies among the group's 256 interleaved
-   quants: in 32-byte chunk i / 4, at bytes 4j..4j+3, so that 32-bit lane j of a chunk is
-   block j. The packed weights and the Q8_0_X8 activations share this order. */
-static inline int llamay_x8_position(int j, int i) { return 32 * (i / 4) + 4 * j + i % 4; }
+/* Where element i of block j lies among the interleaved quants of a group of n blocks: in
+   chunk i / 4 (4n bytes), at bytes 4j..4j+3, so that 32-bit lane j of a chunk is block j. The
+   packed weights and the Q8_0_X8 activations (whose groups are all whole: n = 8, 32-byte
+   chunks) share this order. */
+static inline int llamay_x8_position(int j, int i, int n) {
+    return 4 * n * (i / 4) + 4 * j + i % 4;
+}
 
 /* ---- packed weights of the 32-element formats ----
-   A row is ceil(blocks / 8) groups; a group holds eight blocks (zeros past the row's end):
-   - quants: Q8_0's 256 bytes in the interleaved order above; or, for the 4- and 5-bit
-     formats, 128 bytes of nibbles: the low nibbles of bytes 64h..64h+63 are chunks 4h and
-     4h+1, their high nibbles chunks 4h+2 and 4h+3;
-   - Q5_0/Q5_1: 32 bytes of fifth bits, bit p for the quant at position p;
-   - the blocks' scales: 8 fp16, or MXFP4's 8 E8M0 bytes;
-   - Q4_1/Q5_1: the blocks' mins, 8 fp16. */
+   A row is its blocks in groups of eight, the last group holding the rest (1 to 8 blocks), so
+   that a packed row takes exactly the bytes of the GGUF row. A group of n blocks holds:
+   - quants: Q8_0's 32n bytes in the interleaved order above; or, for the 4- and 5-bit
+     formats, 16n bytes of nibbles: the low nibbles of the 8n bytes from 8nh are chunks 4h
+     and 4h+1, one after the other, their high nibbles chunks 4h+2 and 4h+3;
+   - Q5_0/Q5_1: 4n bytes of fifth bits, bit p for the quant at position p;
+   - the blocks' scales: n fp16, or MXFP4's n E8M0 bytes;
+   - Q4_1/Q5_1: the blocks' mins, n fp16.
+   With n = 8, a 64-byte vector of quants (at 64k) holds chunks 2k and 2k+1, whose lane j and
+   j + 8 are block j; a smaller group's vector is those two chunks' 8n bytes, expanded. */
 
 static inline int llamay_is_packed_type(int type) {
     switch (type) {
@@ -103,20 +109,36 @@ static inline int llamay_packed_has_mins(int type) {
     return type == LLAMAY_TYPE_Q4_1 || type == LLAMAY_TYPE_Q5_1;
 }
 
-static inline int llamay_packed_fifth_bits_offset(int type) {
-    return type == LLAMAY_TYPE_Q8_0 ? 256 : 128;
+/* offsets within a group of n blocks */
+static inline int llamay_packed_fifth_bits_offset(int type, int n) {
+    return (type == LLAMAY_TYPE_Q8_0 ? 32 : 16) * n;
 }
 
-static inline int llamay_packed_scales_offset(int type) {
-    return llamay_packed_fifth_bits_offset(type) + (llamay_packed_has_fifth_bits(type) ? 32 : 0);
+static inline int llamay_packed_scales_offset(int type, int n) {
+    const int fifth_bits = llamay_packed_has_fifth_bits(type) ? 4 * n : 0;
+    return llamay_packed_fifth_bits_offset(type, n) + fifth_bits;
 }
 
-static inline int llamay_packed_mins_offset(int type) {
-    return llamay_packed_scales_offset(type) + (type == LLAMAY_TYPE_MXFP4 ? 8 : 16);
+static inline int llamay_packed_mins_offset(int type, int n) {
+    return llamay_packed_scales_offset(type, n) + (type == LLAMAY_TYPE_MXFP4 ? n : 2 * n);
 }
 
-static inline int llamay_packed_group_bytes(int type) {
-    return llamay_packed_mins_offset(type) + (llamay_packed_has_mins(type) ? 16 : 0);
+static inline int llamay_packed_group_bytes(int type, int n) {
+    return llamay_packed_mins_offset(type, n) + (llamay_packed_has_mins(type) ? 2 * n : 0);
+}
+
+/* blocks in group g of a row of n_blocks */
+static inline int llamay_group_blocks(int n_blocks, int g) {
+    return n_blocks - 8 * g < 8 ? n_blocks - 8 * g : 8;
+}
+
+/* bits [first, first + count) of p, count <= 56 (a partial group's fifth bits) */
+static inline uint64_t llamay_read_bits(const uint8_t *p, int first, int count) {
+    uint64_t v = 0;
+    for (int b = (first + count + 7) / 8 - 1; b >= first / 8; b--) {
+        v = v << 8 | p[b];
+    }
+    return (v >> (first % 8)) & ((1ull << count) - 1);
 }
 
 /* ---- the canonical order ---- */
