@@ -50,6 +50,19 @@ FEATURES = {
 }
 
 
+# The C sources of each layer of kernels; an extension lists the layers it calls.
+QUANTS = ["quants.c", "dequantize.c", "quantize.c"]
+MATMUL = ["matmul.c", "matmul_ref.c", "matmul_avx2.c", "matmul_avx512.c"]
+FORWARD = [
+    "forward.c",
+    "rope.c",
+    "weights.c",
+    "kernels_ref.c",
+    "kernels_avx2.c",
+    "kernels_avx512.c",
+]
+
+
 def portable() -> bool:
     return os.environ.get("LLAMAY_PORTABLE", "") not in ("", "0", "false", "no")
 
@@ -107,39 +120,11 @@ def extensions() -> list[Extension]:
             define_macros=[*feature_defines, ("LLAMAY_BUILD_FLAGS", f'"{" ".join(march)}"')],
             extra_compile_args=BASE_FLAGS,
         ),
-        kernel("quants", ["quants.c", "dequantize.c", "quantize.c"]),
+        kernel("quants", QUANTS),
         kernel("pages", []),
         kernel("tokenize", []),
-        kernel(
-            "matmul",
-            [
-                "matmul.c",
-                "matmul_ref.c",
-                "matmul_avx2.c",
-                "matmul_avx512.c",
-                "quants.c",
-                "dequantize.c",
-                "quantize.c",
-            ],
-        ),
-        kernel(
-            "engine",
-            [
-                "forward.c",
-                "rope.c",
-                "weights.c",
-                "kernels_ref.c",
-                "kernels_avx2.c",
-                "kernels_avx512.c",
-                "matmul.c",
-                "matmul_ref.c",
-                "matmul_avx2.c",
-                "matmul_avx512.c",
-                "quants.c",
-                "dequantize.c",
-                "quantize.c",
-            ],
-        ),
+        kernel("matmul", MATMUL + QUANTS),
+        kernel("engine", FORWARD + MATMUL + QUANTS),
     ]
 
 

@@ -44,33 +44,21 @@ def load(
     threads: int | None = None,
     n_ctx: int | None = None,
     kv_memory: int | str | None = None,
-    *,
-    kv_type: str = "F16",
-    page_tokens: int = 32,
-    n_batch: int = DEFAULT_N_BATCH,
-    kernels: str = "best",
+    **options: Any,
 ) -> Model:
     """Load MODEL (a .gguf path or a store name such as `gemma3:270m`) for inference.
 
     threads: OpenMP threads per forward step (default: every core this process may use).
     n_ctx: the most tokens one context holds (default: min(4096, the training context)).
     kv_memory: the KV cache budget, in bytes or as a size ("2GiB"); default: room for four full
-    contexts. kv_type: "F16" (llama.cpp's default) or "F32". page_tokens: KV page size (16, 32
-    or 64). n_batch: the most tokens one forward step takes. kernels: "best", or a kernel set
-    ("reference", "avx2", "avx512"); every set gives the same logits.
+    contexts. Further options, as Model takes them: kv_type "F16" (llama.cpp's default) or
+    "F32"; page_tokens, the KV page size (16, 32 or 64); n_batch, the most tokens one forward
+    step takes; kernels, "best" or a kernel set ("reference", "avx2", "avx512"), every set
+    giving the same logits.
     """
     from llamay.store import resolve_model  # the store sits beside the engine; only names need it
 
-    return Model(
-        resolve_model(model),
-        threads=threads,
-        n_ctx=n_ctx,
-        kv_memory=kv_memory,
-        kv_type=kv_type,
-        page_tokens=page_tokens,
-        n_batch=n_batch,
-        kernels=kernels,
-    )
+    return Model(resolve_model(model), threads=threads, n_ctx=n_ctx, kv_memory=kv_memory, **options)
 
 
 class Model:
