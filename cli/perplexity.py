@@ -13,7 +13,7 @@ import llamay
 from llamay.engine import perplexity as chunk_perplexity
 from llamay.errors import LlamayError
 
-from .tokenize import _read_text
+from .inputs import read_text_file
 
 
 @click.command()
@@ -56,7 +56,7 @@ def perplexity(
     chunk is scored, so that every scored token sees at least half a chunk of context. The
     perplexity so far is shown after each chunk on stderr; the last line on stdout is the result.
     """
-    text = _read_text(file)
+    text = read_text_file(file)
     loaded = llamay.load(model, threads=threads, n_ctx=n_ctx)
     try:
         tokens = loaded.tokenize(text, add_bos=True, special=False)  # as llama-perplexity

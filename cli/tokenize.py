@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from llamay.errors import TokenizerError
 from llamay.tokenizer import load_tokenizer
+
+from .inputs import read_text_file
 
 
 @click.command()
@@ -41,7 +42,7 @@ def tokenize(
     if (text is None) == (file is None):
         raise click.UsageError("give either TEXT or -f FILE")
     if file is not None:
-        text = _read_text(file)
+        text = read_text_file(file)
     tokenizer = load_tokenizer(model)
     ids = tokenizer.tokenize(text, add_bos=not no_bos, special=not no_special)
     if as_json:
@@ -56,13 +57,3 @@ def _shown(piece: bytes) -> str:
         return repr(piece.decode("utf-8"))
     except UnicodeDecodeError:  # a byte token: part of a character
         return repr(piece)
-
-
-def _read_text(path: Path) -> str:
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TokenizerError(
-            f"{path}: not UTF-8 text (invalid byte at offset {exc.start})"
-        ) from None
