@@ -60,10 +60,10 @@ def check_supported(gg: GGUFFile) -> str:
     """The file's architecture if llamay runs it; otherwise UnsupportedModel saying why."""
     arch = gg.architecture
     where = f"{gg.path}: "
-    if arch is None:
+    if arch is None or not gg.tensors:
         raise UnsupportedModel(
-            where + "no general.architecture in the metadata: a vocabulary-only file has no "
-            "model to run (llamay.load_tokenizer reads its tokenizer)"
+            where + "a vocabulary-only file (no general.architecture or no tensors) has no "
+            "model to run; llamay.load_tokenizer and `llamay tokenize` read its tokenizer"
         )
     if arch in DECLINED:
         raise UnsupportedModel(f"{where}architecture {arch!r}: {DECLINED[arch]}")

@@ -46,9 +46,13 @@ def test_unknown_architecture_lists_what_runs(tmp_path):
         check_supported(model_file(tmp_path, "bert"))
 
 
-def test_vocab_only_file_is_not_a_model(tmp_path):
+def test_vocab_only_file_is_not_a_model(tmp_path, data_dir):
     with pytest.raises(UnsupportedModel, match="load_tokenizer"):
         check_supported(model_file(tmp_path, None))
+    vocab_only = gguf.read(data_dir / "vocab" / "ggml-vocab-qwen2.gguf")
+    assert vocab_only.architecture == "qwen2"
+    with pytest.raises(UnsupportedModel, match="vocabulary-only"):
+        check_supported(vocab_only)
 
 
 def test_vision_tensors_inside_a_text_architecture(tmp_path):
