@@ -55,7 +55,7 @@ def main() -> None:
 
     results = []
     for threads in (int(t) for t in args.threads.split(",")):
-        model = llamay.load(args.model, threads=threads)
+        model = llamay.load(args.model, threads=threads, prefix_cache=False)  # time compute
         text_ids = model.tokenize(TEXT.read_text())
         ids = (text_ids * (1 + args.prompt // len(text_ids)))[: args.prompt]
         # the decode prompt: BOS alone (llama-bench's tg) or the first --context tokens

@@ -80,7 +80,7 @@ def llama_cpp_last_logits(llm) -> np.ndarray:
 
 
 def compare_speed(model: str, threads: int, n_prompt: int, n_gen: int, repeat: int) -> dict:
-    ours = llamay.load(model, threads=threads, n_ctx=max(n_prompt, n_gen))
+    ours = llamay.load(model, threads=threads, n_ctx=max(n_prompt, n_gen), prefix_cache=False)
     theirs = _load_llama_cpp(resolve_model(model), threads, max(n_prompt, n_gen))
     prompt, generated = bench_tokens(ours, n_prompt), bench_tokens(ours, n_gen)
     # warm-up: page the weights in, let each engine size its buffers

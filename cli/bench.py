@@ -46,7 +46,8 @@ def decode_seconds(model: Model, tokens: list[int]) -> float:
 
 def measure(model_name: str, threads: int, n_prompt: int, n_gen: int, repeat: int) -> dict:
     """Median prefill and decode tokens/s over `repeat` runs, after one warm-up run of each."""
-    model = llamay.load(model_name, threads=threads, n_ctx=max(n_prompt, n_gen))
+    # No prefix cache: every timed prefill must compute its prompt, not find it cached.
+    model = llamay.load(model_name, threads=threads, n_ctx=max(n_prompt, n_gen), prefix_cache=False)
     try:
         prompt, generated = bench_tokens(model, n_prompt), bench_tokens(model, n_gen)
         prefill_seconds(model, prompt)

@@ -1,15 +1,17 @@
 """A context: the tokens fed so far and the KV pages that hold their keys and values.
 
 A context is its token list plus its page list (the page table, in position order); the pages
-and their refcounts live in the model's pool. Page i holds positions i*P .. i*P+P-1. Forking,
-copy-on-write and snapshots build on exactly this pair: a forward step writes K/V at positions
-n_tokens and after, so a page there that another context shares must be copied before the
-step (Model._reserve is where pages are made ready for writing).
+and their refcounts live in the model's pool. Page i holds positions i*P .. i*P+P-1. A fork
+copies the page list and takes a reference on each page, so forks share pages until one
+writes: a forward step writes K/V at positions n_tokens and after, so the one page there that
+may be shared (a partial last page) is copied first (Model._reserve), and full pages are
+never written again. A snapshot is exactly this pair plus the last logits (state/snapshot.py).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -77,6 +79,49 @@ class Context:
             raise LlamayError("this context has no logits yet: feed it tokens first")
         return self._logits.copy()
 
+    def fork(self) -> Context:
+        """A new context with the same tokens, logits and KV, sharing every page (no page is
+        allocated: the first write into a shared page copies it)."""
+        self._check_open()
+        child = Context(self.model)
+        with self.model._lock:
+            for page in self._page_table():
+                self.model.pool.arena.incref(int(page))
+            child._add_pages(self._page_table())
+        child._tokens = list(self._tokens)
+        child._logits = self._logits
+        return child
+
+    def rewind(self, n_tokens: int) -> None:
+        """Keeps the first n_tokens tokens and forgets the rest, dropping the pages past them.
+
+        The logits become those after token n_tokens-1, recomputed by one decode step that
+        writes the same K/V again (prefill and decode write identical KV); the stale slots of
+        a kept partial page are never read and are overwritten by the next write. Raises
+        ContextOverflow, changing nothing, when that step finds no page for a copy.
+        """
+        self._check_open()
+        if not 0 <= n_tokens <= self.n_tokens:
+            raise ValueError(f"cannot rewind to {n_tokens} tokens: the context has {self.n_tokens}")
+        if n_tokens == self.n_tokens:
+            return
+        if n_tokens == 0:
+            self._truncate(0)
+            return
+        with self.model._lock:
+            # Room for the decode step first, so that a full cache changes nothing.
+            self.model._make_room(self._rewind_pages_needed(n_tokens))
+            last = self._tokens[n_tokens - 1]
+            self._truncate(n_tokens - 1)
+            self.feed([last])
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Writes a snapshot (tokens, KV pages, logits, checksums) that model.restore reads."""
+        from llamay.state.snapshot import save
+
+        self._check_open()
+        save(self, path)
+
     def close(self) -> None:
         """Returns the pages to the pool. The context is empty and unusable after."""
         if self._closed:
@@ -87,15 +132,45 @@ class Context:
         self._logits = None
         self.model._release(pages)
 
-    # ---- for Model.forward_batch ----
+    # ---- for Model.forward_batch, restore and the prefix tree ----
 
     def _check_open(self) -> None:
         if self._closed:
             raise LlamayError("this context is closed")
 
+    def _truncate(self, n_tokens: int) -> None:
+        keep = math.ceil(n_tokens / self.model.page_tokens)
+        dropped = self._pages[keep : self._n_pages].copy()
+        self._n_pages = keep
+        del self._tokens[n_tokens:]
+        self._logits = None
+        self.model._release(dropped)
+
+    def _rewind_pages_needed(self, n_tokens: int) -> int:
+        """Free pages the decode step of rewind(n_tokens) needs beyond those its truncation
+        to n_tokens-1 frees: one when position n_tokens-1 starts a new page or lies in a
+        shared one (copied)."""
+        arena, p = self.model.pool.arena, self.model.page_tokens
+        index = (n_tokens - 1) // p
+        needs = (n_tokens - 1) % p == 0 or arena.refcount(int(self._pages[index])) > 1
+        dropped = self._pages[math.ceil((n_tokens - 1) / p) : self._n_pages]
+        freed = sum(arena.refcount(int(page)) == 1 for page in dropped)
+        return max(0, int(needs) - freed)
+
     def _pages_needed(self, n_new: int) -> int:
         """Pages to add so that n_new more tokens have somewhere to go."""
         return math.ceil((self.n_tokens + n_new) / self.model.page_tokens) - self._n_pages
+
+    def _shared_tail(self) -> int | None:
+        """The index of the partial last page when another holder shares it: the next write
+        lands there, so it must be copied first."""
+        if self.n_tokens % self.model.page_tokens == 0:
+            return None
+        index = self._n_pages - 1
+        return index if self.model.pool.arena.refcount(int(self._pages[index])) > 1 else None
+
+    def _replace_page(self, index: int, page: int) -> None:
+        self._pages[index] = page
 
     def _add_pages(self, pages: np.ndarray) -> None:
         self._pages[self._n_pages : self._n_pages + len(pages)] = pages

@@ -3,7 +3,8 @@
 `load()` maps the file (weights stay where they lie; the matrices whose kernels read a packed
 layout are packed once into huge pages), reads the hyperparameters through the family zoo and
 binds the C engine. Contexts (context.py) hold the state; `forward_batch` runs one forward pass
-over several of them, cut into steps of at most `n_batch` tokens.
+over several of them, cut into steps of at most `n_batch` tokens, taking cached prefixes from
+the prefix tree (state/prefix_tree.py) and copying shared pages before it writes them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from llamay.models.hparams import HParams, from_metadata
 from llamay.models.registry import check_supported
 from llamay.models.spec import model_spec
 from llamay.state import PagePool, parse_size
+from llamay.state.fingerprint import file_fingerprint
+from llamay.state.prefix_tree import PrefixTree
 from llamay.tokenizer import Tokenizer, load_tokenizer
 from llamay.tokenizer.chat import ChatTemplate
 
@@ -54,7 +57,9 @@ def load(
     contexts. Further options, as Model takes them: kv_type "F16" (llama.cpp's default) or
     "F32"; page_tokens, the KV page size (16, 32 or 64); n_batch, the most tokens one forward
     step takes; kernels, "best" or a kernel set ("reference", "avx2", "avx512"), every set
-    giving the same logits.
+    giving the same logits; prefix_cache (default True): keep full KV pages in the prefix tree
+    and reuse them for new contexts that start with the same tokens (False for benchmarks
+    that time the same prompt again and again).
     """
     from llamay.store import resolve_model  # the store sits beside the engine; only names need it
 
@@ -75,6 +80,7 @@ class Model:
         page_tokens: int = 32,
         n_batch: int = DEFAULT_N_BATCH,
         kernels: str = "best",
+        prefix_cache: bool = True,
     ) -> None:
         self.file = gguf.read(path)
         self.path = self.file.path
@@ -108,6 +114,8 @@ class Model:
             dtype=kv_type,
             **sizing,
         )
+        self.prefix_tree = PrefixTree(self.pool.arena)
+        self.prefix_cache = prefix_cache
         self._engine = Engine(spec, self.pool.arena, self.threads, n_batch, kernels)
         self.kernels = self._engine.kernels
         # One step at a time: the engine's scratch buffers are shared by every context.
@@ -152,8 +160,30 @@ class Model:
         return generate(self, ids_or_text, **params)
 
     def kv_stats(self) -> dict[str, Any]:
-        """KV page accounting: page_tokens, pages_total, pages_used, pages_free, ..."""
-        return self.pool.stats()
+        """KV page accounting: page_tokens, pages_total, pages_used, pages_free,
+        bytes_per_page, dtype; pages_cached (pages the prefix tree holds, some of them also
+        held by contexts), prefix_hits and prefix_misses (lookups by empty contexts that
+        found a cached prefix, or none)."""
+        tree = self.prefix_tree
+        return self.pool.stats() | {
+            "pages_cached": tree.n_pages,
+            "prefix_hits": tree.hits,
+            "prefix_misses": tree.misses,
+        }
+
+    def restore(self, path: str | os.PathLike[str]) -> Context:
+        """A context from a snapshot written by ctx.save. Refuses, allocating nothing, a
+        snapshot of other weights or another KV layout (SnapshotMismatch) and a damaged or
+        newer-format file (SnapshotCorrupt)."""
+        from llamay.state.snapshot import restore
+
+        return restore(self, path)
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """sha256 of the model file (metadata, tensor table, tensor bytes), hex; computed once
+        per file and cached under $LLAMAY_HOME."""
+        return file_fingerprint(self.path)
 
     def close(self) -> None:
         """Frees the packed weights and scratch buffers; the model runs no step after this."""
@@ -178,6 +208,27 @@ class Model:
             raise ValueError(f"want_logits must be one of {WANT_LOGITS}, not {want_logits!r}")
         feeds = [(ctx, np.asarray(ids, dtype=np.int64).reshape(-1)) for ctx, ids in items]
         self._check_feeds(feeds)
+        with self._lock:
+            # A prefix cut off by the cache has no logits to give, so "all" computes every one.
+            reuse = self.prefix_cache and want_logits != "all"
+            adopted = self._adopt_prefixes(feeds) if reuse else []
+            try:
+                self._reserve(feeds)
+            except ContextOverflow:
+                for i in adopted:
+                    feeds[i][0]._truncate(0)
+                raise
+            full_before = [ctx.n_tokens // self.page_tokens for ctx, _ in feeds]
+            logits = self._run(feeds, want_logits)
+            for (ctx, _), full in zip(feeds, full_before, strict=True):
+                if self.prefix_cache and ctx.n_tokens // self.page_tokens > full:
+                    self.prefix_tree.insert(ctx._tokens, ctx._page_table())
+        return logits
+
+    def _run(
+        self, feeds: list[tuple[Context, np.ndarray]], want_logits: str
+    ) -> list[np.ndarray] | None:
+        """The forward steps of forward_batch, over pages already reserved."""
         starts = np.cumsum([0, *(len(ids) for _, ids in feeds)])
         n_tokens = int(starts[-1])
         # which tokens' logits to compute, and where they go
@@ -188,31 +239,48 @@ class Model:
         else:
             wanted = np.empty(0, dtype=np.int32)
         logits = np.empty((len(wanted), self.n_vocab), dtype=np.float32)
-        with self._lock:
-            self._reserve(feeds)
-            tokens = np.concatenate([ids for _, ids in feeds]).astype(np.int32)
-            positions = np.concatenate(
-                [np.arange(ctx.n_tokens, ctx.n_tokens + len(ids)) for ctx, ids in feeds]
-            ).astype(np.int32)
-            sequence = np.repeat(np.arange(len(feeds), dtype=np.int32), np.diff(starts))
-            tables = [ctx._page_table() for ctx, _ in feeds]
-            for begin in range(0, n_tokens, self.n_batch):
-                end = min(begin + self.n_batch, n_tokens)
-                rows = np.flatnonzero((wanted >= begin) & (wanted < end))  # consecutive
-                self._engine.step(
-                    tokens[begin:end],
-                    positions[begin:end],
-                    sequence[begin:end],
-                    tables,
-                    (wanted[rows] - begin).astype(np.int32),
-                    logits[rows[0] : rows[-1] + 1] if len(rows) else logits[:0],
-                )
+        tokens = np.concatenate([ids for _, ids in feeds]).astype(np.int32)
+        positions = np.concatenate(
+            [np.arange(ctx.n_tokens, ctx.n_tokens + len(ids)) for ctx, ids in feeds]
+        ).astype(np.int32)
+        sequence = np.repeat(np.arange(len(feeds), dtype=np.int32), np.diff(starts))
+        tables = [ctx._page_table() for ctx, _ in feeds]
+        for begin in range(0, n_tokens, self.n_batch):
+            end = min(begin + self.n_batch, n_tokens)
+            rows = np.flatnonzero((wanted >= begin) & (wanted < end))  # consecutive
+            self._engine.step(
+                tokens[begin:end],
+                positions[begin:end],
+                sequence[begin:end],
+                tables,
+                (wanted[rows] - begin).astype(np.int32),
+                logits[rows[0] : rows[-1] + 1] if len(rows) else logits[:0],
+            )
         for i, (ctx, ids) in enumerate(feeds):
             last = {"all": starts[i + 1] - 1, "last": i}.get(want_logits)
             ctx._append(ids.tolist(), None if last is None else logits[last].copy())
         if want_logits == "all":
             return [logits[starts[i] : starts[i + 1]] for i in range(len(feeds))]
         return None
+
+    def _adopt_prefixes(self, feeds: list[tuple[Context, np.ndarray]]) -> list[int]:
+        """Gives each empty context the cached pages of the longest prefix of its tokens (at
+        least its last token is left to compute, for the logits); returns which items took
+        some, their ids cut to the tokens left to compute."""
+        adopted = []
+        for i, (ctx, ids) in enumerate(feeds):
+            if ctx.n_tokens:
+                continue
+            pages = self.prefix_tree.match(ids[:-1].tolist())
+            if pages:
+                for page in pages:
+                    self.pool.arena.incref(page)
+                ctx._add_pages(np.asarray(pages, dtype=np.int32))
+                n_cached = len(pages) * self.page_tokens
+                ctx._append(ids[:n_cached].tolist(), None)
+                feeds[i] = (ctx, ids[n_cached:])
+                adopted.append(i)
+        return adopted
 
     def _check_feeds(self, feeds: list[tuple[Context, np.ndarray]]) -> None:
         seen = set()
@@ -238,14 +306,32 @@ class Model:
                 )
 
     def _reserve(self, feeds: list[tuple[Context, np.ndarray]]) -> None:
-        """Pages for every new position, for all contexts or (ContextOverflow) for none."""
+        """Makes every new position writable, for all contexts or (ContextOverflow) for none:
+        new pages past each context's last one, and a private copy of a partial last page
+        that another context or the prefix tree shares (copy-on-write)."""
         arena = self.pool.arena
         needed = [ctx._pages_needed(len(ids)) for ctx, ids in feeds]
-        if sum(needed) > arena.n_free:
-            arena.alloc_many(sum(needed))  # raises ContextOverflow with the arena's message
-        for (ctx, _), n in zip(feeds, needed, strict=True):
+        shared = [ctx._shared_tail() for ctx, _ in feeds]
+        total = sum(needed) + sum(index is not None for index in shared)
+        self._make_room(total)
+        for (ctx, _), n, index in zip(feeds, needed, shared, strict=True):
+            if index is not None:
+                old = int(ctx._page_table()[index])
+                copy = arena.alloc()
+                arena.copy_page(old, copy)
+                arena.decref(old)
+                ctx._replace_page(index, copy)
             if n:
                 ctx._add_pages(arena.alloc_many(n))
+
+    def _make_room(self, n_pages: int) -> None:
+        """Evicts cached pages until n_pages are free; ContextOverflow (the arena's message,
+        nothing allocated) when even that is not enough."""
+        arena = self.pool.arena
+        if n_pages > arena.n_free:
+            self.prefix_tree.evict(n_pages - arena.n_free)
+        if n_pages > arena.n_free:
+            arena.alloc_many(n_pages)
 
     def _release(self, pages: np.ndarray) -> None:
         """Drops a context's references to its pages."""

@@ -60,17 +60,20 @@ def check_supported(gg: GGUFFile) -> str:
     """The file's architecture if llamay runs it; otherwise UnsupportedModel saying why."""
     arch = gg.architecture
     where = f"{gg.path}: "
-    if arch is None or not gg.tensors:
-        raise UnsupportedModel(
-            where + "a vocabulary-only file (no general.architecture or no tensors) has no "
-            "model to run; llamay.load_tokenizer and `llamay tokenize` read its tokenizer"
-        )
+    vocab_only = UnsupportedModel(
+        where + "a vocabulary-only file (no general.architecture or no tensors) has no "
+        "model to run; llamay.load_tokenizer and `llamay tokenize` read its tokenizer"
+    )
+    if arch is None:
+        raise vocab_only
     if arch in DECLINED:
         raise UnsupportedModel(f"{where}architecture {arch!r}: {DECLINED[arch]}")
     if arch not in SUPPORTED:
         raise UnsupportedModel(
             f"{where}architecture {arch!r} is not supported; llamay runs: {', '.join(SUPPORTED)}"
         )
+    if not gg.tensors:
+        raise vocab_only
     if any(name.startswith(("v.", "mm.", "vision_")) for name in gg.tensors):
         raise UnsupportedModel(where + _VISION)
     refused = sorted({t.type for t in gg.tensors.values() if t.type in REFUSED})

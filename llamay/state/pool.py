@@ -14,6 +14,8 @@ import re
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from llamay._core.pages import PageArena, page_nbytes
 
 _UNITS = {
@@ -82,3 +84,30 @@ class PagePool:
             "bytes_per_page": self.bytes_per_page,
             "dtype": arena.dtype,
         }
+
+    def read_page(self, page: int) -> bytes:
+        """A page's raw bytes, as csrc/pages.h lays them out: per layer, K then V."""
+        arena = self.arena
+        return b"".join(
+            _little_endian(view(page, layer)).tobytes()
+            for layer in range(arena.n_layers)
+            for view in (arena.k_view, arena.v_view)
+        )
+
+    def write_page(self, page: int, raw: bytes | memoryview) -> None:
+        """Overwrites an allocated page with raw bytes laid out as read_page returns them."""
+        arena = self.arena
+        if len(raw) != arena.page_bytes:
+            raise ValueError(f"a page has {arena.page_bytes} bytes, not {len(raw)}")
+        half = arena.page_bytes // (2 * arena.n_layers)
+        at = 0
+        for layer in range(arena.n_layers):
+            for view in (arena.k_view, arena.v_view):
+                block = view(page, layer)
+                little = block.dtype.newbyteorder("<")
+                block.reshape(-1)[:] = np.frombuffer(raw, little, half // block.itemsize, at)
+                at += half
+
+
+def _little_endian(block: np.ndarray) -> np.ndarray:
+    return block.astype(block.dtype.newbyteorder("<"), copy=False)
