@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import click
 
 import llamay
-from llamay.engine import Model
+from llamay.engine import Context, Model
 from llamay.engine.generate import Generation, chat_prompt_ids
 from llamay.engine.sampling import Sampler, SamplingParams
-from llamay.errors import ContextOverflow
+from llamay.errors import ContextOverflow, LlamayError
 
 _DEFAULTS = SamplingParams()
 
@@ -93,7 +93,9 @@ def run(
     min-p, then temperature.
 
     Without PROMPT: a conversation. Each line you type is a turn; Ctrl-C stops an answer,
-    /bye or Ctrl-D ends the session.
+    /bye or Ctrl-D ends the session. /fork continues in a copy-on-write fork of the conversation
+    (/back returns to where it forked), /save FILE and /load FILE write and read a snapshot of
+    the conversation and its KV state, /reset clears it.
     """
     if raw and system is not None:
         raise click.UsageError("--system needs the chat template; drop --raw")
@@ -207,6 +209,8 @@ class Chat:
         self.held = ""  # the text the context's tokens stand for
         self.generation: Generation | None = None  # the answer being made
         self.reading = False  # waiting in input()
+        # Conversations set aside by /fork, newest last: (context, messages, held).
+        self.branches: list[tuple[Context, list[dict[str, str]], str]] = []
 
     def loop(self) -> None:
         with contextlib.suppress(ImportError):
@@ -215,10 +219,14 @@ class Chat:
         previous = signal.signal(signal.SIGINT, self._on_ctrl_c)
         try:
             while (line := self._read(prompt)) is not None:
-                if line.strip():
+                if line.strip().startswith("/"):
+                    self.command(line.strip())
+                elif line.strip():
                     self.turn(line)
         finally:
             signal.signal(signal.SIGINT, previous)
+            for context, _, _ in self.branches:
+                context.close()
             self.context.close()
 
     def _read(self, prompt: str) -> str | None:
@@ -243,6 +251,54 @@ class Chat:
             raise KeyboardInterrupt
         if self.generation is not None:
             self.generation.cancel()
+
+    def command(self, line: str) -> None:
+        """The chat's slash commands; each says on stderr what it did."""
+        name, _, argument = line.partition(" ")
+        argument = argument.strip()
+        if name == "/reset":
+            self._replace(self.model.context(), self.messages[: self._n_system()], "")
+            click.echo("(the conversation is cleared)", err=True)
+        elif name == "/fork":
+            # The fork shares every page with the conversation it leaves (copy-on-write).
+            self.branches.append((self.context, list(self.messages), self.held))
+            self.context = self.context.fork()
+            click.echo(
+                f"(forked: /back returns to the conversation before, {len(self.branches)} kept)",
+                err=True,
+            )
+        elif name == "/back":
+            if not self.branches:
+                click.echo("(no fork to go back to)", err=True)
+                return
+            self.context.close()
+            self.context, self.messages, self.held = self.branches.pop()
+            click.echo("(back to the conversation before the last /fork)", err=True)
+        elif name == "/save" and argument:
+            try:
+                self.context.save(argument, note={"messages": self.messages, "held": self.held})
+            except (LlamayError, OSError) as exc:
+                click.echo(f"error: {exc}", err=True)
+                return
+            click.echo(f"(saved {self.context.n_tokens} tokens to {argument})", err=True)
+        elif name == "/load" and argument:
+            try:
+                context = self.model.restore(argument)
+            except (LlamayError, OSError) as exc:
+                click.echo(f"error: {exc}", err=True)
+                return
+            note = context.note or {}
+            self._replace(context, list(note.get("messages", [])), str(note.get("held", "")))
+            click.echo(f"(loaded {context.n_tokens} tokens from {argument})", err=True)
+        else:
+            click.echo("commands: /fork, /back, /save FILE, /load FILE, /reset, /bye", err=True)
+
+    def _n_system(self) -> int:
+        return 1 if self.messages and self.messages[0]["role"] == "system" else 0
+
+    def _replace(self, context: Context, messages: list[dict[str, str]], held: str) -> None:
+        self.context.close()
+        self.context, self.messages, self.held = context, messages, held
 
     def turn(self, text: str) -> None:
         """Answer one user message, streaming the answer to stdout."""

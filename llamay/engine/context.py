@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,7 @@ class Context:
         self._n_pages = 0
         self._logits: np.ndarray | None = None
         self._closed = False
+        self.note: dict[str, Any] | None = None  # what a snapshot carried besides the KV
 
     def __repr__(self) -> str:
         return f"<llamay.Context {self.n_tokens} tokens, {self._n_pages} pages>"
@@ -115,12 +116,13 @@ class Context:
             self._truncate(n_tokens - 1)
             self.feed([last])
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Writes a snapshot (tokens, KV pages, logits, checksums) that model.restore reads."""
+    def save(self, path: str | os.PathLike[str], note: dict[str, Any] | None = None) -> None:
+        """Writes a snapshot (tokens, KV pages, logits, checksums) that model.restore reads;
+        `note`, a JSON object kept with it, comes back as the restored context's `note`."""
         from llamay.state.snapshot import save
 
         self._check_open()
-        save(self, path)
+        save(self, path, note)
 
     def close(self) -> None:
         """Returns the pages to the pool. The context is empty and unusable after."""

@@ -58,8 +58,11 @@ _META_TYPES = {
 _LAYOUT = ("kv_dtype", "page_tokens", "n_layers", "n_kv_heads", "head_dim", "page_bytes")
 
 
-def save(ctx: Context, path: str | os.PathLike[str]) -> None:
-    """Writes ctx to path atomically (a reader sees the old file or the whole new one)."""
+def save(ctx: Context, path: str | os.PathLike[str], note: dict[str, Any] | None = None) -> None:
+    """Writes ctx to path atomically (a reader sees the old file or the whole new one).
+
+    `note`: a JSON object the application keeps with the context (the interactive chat keeps
+    its conversation there); restore gives it back as `ctx.note`."""
     model = ctx.model
     with model._lock:
         pages = ctx._page_table().tolist()
@@ -74,7 +77,8 @@ def save(ctx: Context, path: str | os.PathLike[str]) -> None:
                     "n_tokens": ctx.n_tokens,
                     "n_pages": len(pages),
                     "n_vocab": model.n_vocab,
-                },
+                }
+                | ({} if note is None else {"note": note}),
                 sort_keys=True,
             ).encode(),
             b"TOKS": np.asarray(ctx._tokens, dtype="<i4").tobytes(),
@@ -104,6 +108,7 @@ def restore(model: Model, path: str | os.PathLike[str]) -> Context:
     tokens, logits, page_data = _contents(model, meta, sections, path)
 
     ctx = Context(model)
+    ctx.note = meta.get("note")
     with model._lock:
         model._make_room(meta["n_pages"])  # or ContextOverflow, nothing allocated
         pages = model.pool.arena.alloc_many(meta["n_pages"])
@@ -172,6 +177,8 @@ def _meta(payload: memoryview, path: Path) -> dict[str, Any]:
         value = meta.get(key)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise SnapshotCorrupt(f"{path}: META field {key!r} is missing or not a {kind.__name__}")
+    if not isinstance(meta.get("note", {}), dict):
+        raise SnapshotCorrupt(f"{path}: META field 'note' is not a JSON object")
     return meta
 
 

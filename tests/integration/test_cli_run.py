@@ -199,3 +199,37 @@ def test_a_conversation_outgrowing_the_context_ends_with_one_error_line():
     result = llamay_cli("run", str(LLAMA2), "--temp", "0", "-n", "8", "-c", "48", stdin=turns)
     assert_user_error(result, "error: the conversation is ", "the context holds 48")
     assert result.stdout.count("\n") >= 1  # at least one turn was answered first
+
+
+def test_chat_fork_back_save_load_reset(tmp_path):
+    """/fork and /back branch the conversation without disturbing it; /save then /reset and /load
+    bring it back exactly: the next answer is the one an uninterrupted session gives."""
+    snapshot = tmp_path / "chat.snap"
+    chat = ["run", str(QWEN2), "--temp", "0", "-n", "8"]
+    first = llamay_cli(*chat, stdin="Hello\n")
+    straight = llamay_cli(*chat, stdin="Hello\nAnd then?\n")
+    branched = llamay_cli(
+        *chat,
+        stdin=(
+            f"Hello\n/fork\nTell me more\n/back\n/save {snapshot}\n/reset\n/load {snapshot}\n"
+            "And then?\n/bye\n"
+        ),
+    )
+    for result in (first, straight, branched):
+        assert result.returncode == 0, result.stderr
+    second_answer = straight.stdout[len(first.stdout) :]
+    assert straight.stdout.startswith(first.stdout) and second_answer
+    assert branched.stdout.startswith(first.stdout)
+    assert branched.stdout.endswith(second_answer)
+    for said in ("forked", "back to the conversation", "saved", "cleared", "loaded"):
+        assert said in branched.stderr
+    assert snapshot.is_file()
+
+
+def test_chat_load_refuses_a_bad_snapshot_and_goes_on(tmp_path):
+    bad = tmp_path / "bad.snap"
+    bad.write_bytes(b"not a snapshot at all")
+    result = llamay_cli("run", str(QWEN2), "--temp", "0", "-n", "4", stdin=f"/load {bad}\nHi\n")
+    assert result.returncode == 0, result.stderr
+    assert f"error: {bad}" in result.stderr
+    assert result.stdout.strip()  # the chat went on and answered

@@ -57,6 +57,17 @@ def test_an_empty_context_round_trips(model, tmp_path):
     assert ctx.tokens == [] and ctx.pages == []
 
 
+def test_a_note_travels_with_the_snapshot(model, saved, tmp_path):
+    assert model.restore(saved).note is None
+    note = {"messages": [{"role": "user", "content": "héllo"}], "held": "x"}
+    with model.context() as ctx:
+        ctx.feed(TOKENS)
+        ctx.save(tmp_path / "noted.kv", note=note)
+    restored = model.restore(tmp_path / "noted.kv")
+    assert restored.note == note
+    assert restored.tokens == TOKENS
+
+
 def test_the_file_layout(model, saved):
     data = saved.read_bytes()
     assert struct.unpack_from("<8sII", data) == (b"LLAMAYKV", 1, 4)
