@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 
 import click
 
 import llamay
-from llamay.engine import perplexity as chunk_perplexity
 from llamay.errors import LlamayError
 
 from .inputs import read_text_file
@@ -71,19 +69,19 @@ def perplexity(
             "the second half of each scored",
             err=True,
         )
-        nll, scored = 0.0, 0
-        for chunk in range(n_chunks):
-            window = tokens[chunk * n_ctx : (chunk + 1) * n_ctx]
-            ppl, _, n_scored = chunk_perplexity(loaded, window, n_ctx=n_ctx, n_batch=n_batch)
-            nll += math.log(ppl) * n_scored
-            scored += n_scored
-            sys.stderr.write(f"[{chunk + 1}]{math.exp(nll / scored):.4f},")
-            sys.stderr.flush()
+        result, _, scored = llamay.engine.perplexity(
+            loaded, tokens, n_ctx=n_ctx, n_batch=n_batch, on_chunk=_show_progress
+        )
         sys.stderr.write("\n")
     finally:
         loaded.close()
-    result = math.exp(nll / scored)
     if as_json:
         click.echo(json.dumps({"ppl": result, "chunks": n_chunks, "tokens": scored}))
     else:
         click.echo(f"PPL = {result:.4f}")
+
+
+def _show_progress(chunk: int, ppl: float) -> None:
+    """llama-perplexity's running figure after each chunk: [1]13.2451,[2]14.0022,..."""
+    sys.stderr.write(f"[{chunk}]{ppl:.4f},")
+    sys.stderr.flush()

@@ -9,7 +9,7 @@ predict the tokens after them. The result is exp of the mean negative log-likeli
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -21,11 +21,16 @@ LOGITS_BYTES = 32 << 20
 
 
 def perplexity(
-    model: Model, tokens: Sequence[int], n_ctx: int = 512, n_batch: int = 512
+    model: Model,
+    tokens: Sequence[int],
+    n_ctx: int = 512,
+    n_batch: int = 512,
+    on_chunk: Callable[[int, float], None] | None = None,
 ) -> tuple[float, int, int]:
     """(perplexity, chunks, tokens scored) of `tokens` (the whole text, tokenized with BOS as
     the model asks and special tokens not parsed, as llama-perplexity does). n_batch only cuts
-    each chunk into forward steps; it does not change the result."""
+    each chunk into forward steps; it does not change the result. `on_chunk(i, ppl)` is called
+    after each chunk with its number (from 1) and the perplexity so far."""
     if n_ctx < 2 or n_batch < 1:
         raise ValueError(f"n_ctx must be at least 2 and n_batch at least 1 ({n_ctx}, {n_batch})")
     if n_ctx > model.n_ctx:
@@ -41,7 +46,7 @@ def perplexity(
     first = n_ctx // 2
     rows = max(1, min(n_batch, LOGITS_BYTES // (4 * model.n_vocab)))
     logprobs: list[float] = []
-    for start in range(0, n_chunks * n_ctx, n_ctx):
+    for chunk_number, start in enumerate(range(0, n_chunks * n_ctx, n_ctx), 1):
         chunk = list(tokens[start : start + n_ctx])
         if bos is not None:
             chunk[0] = bos
@@ -54,4 +59,10 @@ def perplexity(
                 logits = ctx.feed(chunk[begin:end], all_logits=True)
                 targets = np.asarray(tokens[start + begin + 1 : start + end + 1], dtype=np.int32)
                 logprobs.extend(token_logprobs(logits, targets).tolist())
-    return math.exp(-math.fsum(logprobs) / len(logprobs)), n_chunks, len(logprobs)
+        if on_chunk is not None:
+            on_chunk(chunk_number, _ppl(logprobs))
+    return _ppl(logprobs), n_chunks, len(logprobs)
+
+
+def _ppl(logprobs: list[float]) -> float:
+    return math.exp(-math.fsum(logprobs) / len(logprobs))
