@@ -122,6 +122,7 @@ cdef extern from "forward.h" nogil:
         int n_logits
         const int32_t *logit_tokens
         float *logits
+        int hidden
     ctypedef struct llamay_scratch:
         pass
     llamay_scratch *llamay_scratch_new(const llamay_model *m, int max_tokens)
@@ -354,12 +355,13 @@ cdef class Engine:
 
     def step(self, const int32_t[::1] tokens, const int32_t[::1] positions,
              const int32_t[::1] sequence, list page_tables, const int32_t[::1] logit_tokens,
-             float[:, ::1] logits):
+             float[:, ::1] logits, bint hidden=False):
         """One forward step.
 
         tokens[i] at positions[i] belongs to sequence[i], whose pages are page_tables[sequence[i]]
         (int32 arrays of page ids, in position order). Writes the logits of tokens
-        logit_tokens[j] into logits[j] (shape (len(logit_tokens), n_vocab)).
+        logit_tokens[j] into logits[j] (shape (len(logit_tokens), n_vocab)); with hidden, their
+        final-normed hidden states instead (shape (len(logit_tokens), n_embd)).
         """
         if self.scratch == NULL:
             raise LlamayError("this model is closed")
@@ -370,9 +372,10 @@ cdef class Engine:
             raise ValueError(f"a step takes at most {self.max_tokens} tokens, not {n}")
         if positions.shape[0] != n or sequence.shape[0] != n:
             raise ValueError("tokens, positions and sequence must have the same length")
-        if logits.shape[0] != n_logits or logits.shape[1] != self.c.n_vocab:
+        cdef int width = self.c.n_embd if hidden else self.c.n_vocab
+        if logits.shape[0] != n_logits or logits.shape[1] != width:
             raise ValueError(
-                f"logits must have shape ({n_logits}, {self.c.n_vocab}), not "
+                f"logits must have shape ({n_logits}, {width}), not "
                 f"({logits.shape[0]}, {logits.shape[1]})"
             )
         for i in range(n_logits):
@@ -407,6 +410,7 @@ cdef class Engine:
             batch = _batch(n, &tokens[0], &positions[0], tables, n_logits,
                            &logit_tokens[0] if n_logits else NULL,
                            &logits[0, 0] if n_logits else NULL)
+            batch.hidden = hidden
             with nogil:
                 llamay_forward(&self.c, kv, self.scratch, &batch, self.threads)
         finally:
@@ -424,6 +428,7 @@ cdef llamay_batch _batch(int n, const int32_t *tokens, const int32_t *positions,
     b.n_logits = n_logits
     b.logit_tokens = logit_tokens
     b.logits = logits
+    b.hidden = 0
     return b
 
 

@@ -1,71 +1,251 @@
 """Generating tokens into a context: sample, append, repeat until a stop.
 
-A `Generation` is the loop for one sequence; `generate` is the one-call form that starts it from a
-prompt. Every token a Generation yields is already in its context, so a context can be continued
-(another turn of a chat, another request) from exactly what was generated. An end-of-generation
-token ends the loop without being yielded or appended, as llama.cpp does.
+A `Generation` is one sequence being generated. `generate` starts it from a prompt and hands it
+to the model's scheduler (scheduler.py), which feeds the prompt and then, step after step, one
+sampled token, batched with every other sequence running on the model. The Generation decides
+what its sequence does at each step (`_advance`: sample, check the stops, pass the token on);
+its caller reads the results, as token ids by iterating it or as text with `pieces()`.
+
+Every token a Generation yields is in its context once the iterator is exhausted, so a context
+can be continued (another turn of a chat, another request) from exactly what was generated. An
+end-of-generation token ends the loop without being yielded or appended, as llama.cpp does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Literal
+import queue
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from llamay.engine.sampling import Sampler, SamplingParams
 from llamay.errors import ContextOverflow, LlamayError
 
-if TYPE_CHECKING:  # model.py may import this module to offer Model.generate
+if TYPE_CHECKING:  # model.py imports this module to offer Model.generate
     from llamay.engine.context import Context
     from llamay.engine.model import Model
+    from llamay.grammar import Grammar
 
 FinishReason = Literal["stop", "length", "cancelled"]
 
 
-class Generation(Iterator[int]):
-    """Tokens sampled into `context`, one per step, until the model ends its turn ("stop"),
-    `max_tokens` have been made or the context is full ("length"), or `cancel()` is called
-    ("cancelled"). `finish_reason` says which once the iterator is exhausted.
+class Piece(NamedTuple):
+    """One step of a generation as text.
 
-    The sampling step of each token is the position it takes in the context, so a seeded
-    generation is reproducible from the same context however it is driven.
+    `text` is what this token makes visible: it may be empty while a character split across
+    tokens, or text that may begin a stop string, is held back. A generation's pieces may end
+    with one whose `token` is None, carrying held-back text released at the end.
+    """
+
+    token: int | None
+    text: str
+    logprob: float | None = None
+    top_logprobs: list[tuple[int, float]] | None = None
+
+
+class StopStrings:
+    """Finds stop strings in text that arrives in pieces, across piece boundaries.
+
+    Text that could be the start of a stop string is held back until it is known not to be;
+    text at and after a stop string is never released.
+    """
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self.stops = [s for s in stops if s]
+        self._held = ""
+
+    def push(self, text: str) -> tuple[str, bool]:
+        """The text now safe to show, and whether a stop string was reached."""
+        if not self.stops:
+            return text, False
+        held = self._held + text
+        found = [i for i in (held.find(s) for s in self.stops) if i >= 0]
+        if found:
+            self._held = ""
+            return held[: min(found)], True
+        keep = max((_overlap(held, s) for s in self.stops), default=0)
+        self._held = held[len(held) - keep :]
+        return held[: len(held) - keep], False
+
+    def flush(self) -> str:
+        """The held-back text, at the end of a generation that reached no stop string."""
+        held, self._held = self._held, ""
+        return held
+
+
+def _overlap(text: str, stop: str) -> int:
+    """The length of the longest end of `text` that begins `stop`."""
+    for n in range(min(len(text), len(stop) - 1), 0, -1):
+        if text.endswith(stop[:n]):
+            return n
+    return 0
+
+
+_DONE = object()
+
+
+class Generation(Iterator[int]):
+    """Tokens sampled into `context` until the model ends its turn, a stop string or the end of
+    the grammar's language ("stop"), `max_tokens` or a full context ("length"), or `cancel()`
+    ("cancelled"). `finish_reason` says which once the results are read.
+
+    Iterate it for token ids, or call `pieces()` for text (one or the other). The sampling
+    step of each token is the position it takes in the context, so a seeded generation is
+    reproducible from the same context however it is driven and whatever else runs beside it.
     """
 
     def __init__(
-        self, model: Model, context: Context, sampler: Sampler, max_tokens: int | None = None
-    ):
+        self,
+        model: Model,
+        context: Context,
+        prompt: Sequence[int],
+        sampler: Sampler,
+        *,
+        max_tokens: int | None = None,
+        stop: Sequence[str] = (),
+        grammar: Grammar | None = None,
+        logprobs: int | None = None,
+        owns_context: bool = False,
+    ) -> None:
         self.context = context
         self.sampler = sampler
+        self.n_prompt = len(prompt)
         self.finish_reason: FinishReason | None = None
-        self.n_generated = 0
+        self.tokens: list[int] = []
+        self.text = ""
+        self.timings = {"prompt_s": 0.0, "generate_s": 0.0}
         self._model = model
         self._max_tokens = max_tokens
-        self._stop_ids = model.tokenizer.eog_ids
+        self._logprobs = logprobs
+        self._owns_context = owns_context
+        self._matcher = grammar.matcher(model.tokenizer) if grammar is not None else None
+        self._decoder = model.tokenizer.stream()
+        self._stops = StopStrings(stop)
+        self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._cancelled = False
+        self._ending: FinishReason | None = None  # decided; ends once the last token is fed
+        self._hit_stop_string = False
+        self._done = False
+        self._started = time.perf_counter()
+        self._first: float | None = None
+        # what the scheduler feeds next: the prompt, then each sampled token
+        self._pending: list[int] = list(prompt)
+
+    @property
+    def n_generated(self) -> int:
+        return len(self.tokens)
+
+    def __repr__(self) -> str:
+        return f"<llamay.Generation {self.n_generated} tokens, finish={self.finish_reason}>"
+
+    # ---- the caller's side ----
 
     def cancel(self) -> None:
-        """End the generation before its next token; safe to call from a signal handler."""
+        """End the generation before its next token. A context the generation made itself is
+        closed, its pages freed, within one scheduler step. Safe from a signal handler."""
         self._cancelled = True
+        self._model._scheduler_wake()
 
     def __next__(self) -> int:
-        if self.finish_reason is not None:
-            raise StopIteration
-        if self._cancelled:
-            return self._finish("cancelled")
-        if self._max_tokens is not None and self.n_generated >= self._max_tokens:
-            return self._finish("length")
-        position = len(self.context.tokens)
-        if position >= self._model.n_ctx:
-            return self._finish("length")
-        token = self.sampler.sample(self.context.logits(), step=position)
-        if token in self._stop_ids:
-            return self._finish("stop")
-        self.context.feed([token])
-        self.n_generated += 1
-        return token
+        while True:
+            item = self._next_result()
+            if item.token is not None:
+                return item.token
 
-    def _finish(self, reason: FinishReason) -> int:
+    def pieces(self) -> Iterator[Piece]:
+        """The generation as text, a piece per token (see Piece). Closing this iterator early
+        cancels the generation."""
+        finished = False
+        try:
+            while True:
+                try:
+                    yield self._next_result()
+                except StopIteration:
+                    finished = True
+                    return
+        finally:
+            if not finished:
+                self.cancel()
+
+    def _next_result(self) -> Piece:
+        item = self._results.get()
+        if item is _DONE:
+            self._results.put(_DONE)  # every later call ends too
+            raise StopIteration
+        if isinstance(item, BaseException):
+            self._results.put(_DONE)
+            raise item
+        return item
+
+    # ---- the scheduler's side ----
+
+    def _advance(self) -> None:
+        """Called when everything pending has been fed: sample the next token, or finish."""
+        if self._cancelled:
+            self._finish("cancelled")
+        elif self._ending is not None:
+            self._finish(self._ending)
+        elif self.context.n_tokens >= self._model.n_ctx or self._out_of_tokens():
+            self._finish("length")
+        else:
+            self._sample()
+
+    def _sample(self) -> None:
+        allowed = self._matcher.allowed() if self._matcher is not None else None
+        choice = self.sampler.choose(
+            self.context.logits(),
+            step=self.context.n_tokens,
+            recent=self.context._tokens,
+            allowed=allowed,
+            logprobs=self._logprobs,
+        )
+        if self._first is None:
+            self._first = time.perf_counter()
+        token = choice.token
+        if self._model.tokenizer.is_eog(token):
+            self._finish("stop")
+            return
+        if self._matcher is not None:
+            self._matcher.accept(token)
+        self.tokens.append(token)
+        text, stopped = self._stops.push(self._decoder.feed(token))
+        self.text += text
+        self._results.put(Piece(token, text, choice.logprob, choice.top_logprobs))
+        self._hit_stop_string = stopped
+        if stopped or (self._matcher is not None and self._matcher.must_end):
+            self._ending = "stop"
+        elif self._out_of_tokens():
+            self._ending = "length"
+        self._pending = [token]
+
+    def _out_of_tokens(self) -> bool:
+        return self._max_tokens is not None and self.n_generated >= self._max_tokens
+
+    def _finish(self, reason: FinishReason) -> None:
+        if reason != "cancelled" and not self._hit_stop_string:
+            # held-back text: the last bytes of a character, the start of a stop string
+            rest, stopped = self._stops.push(self._decoder.flush())
+            rest += "" if stopped else self._stops.flush()
+            if rest:
+                self.text += rest
+                self._results.put(Piece(None, rest))
+        now = time.perf_counter()
+        first = self._first if self._first is not None else now
+        self.timings = {"prompt_s": first - self._started, "generate_s": now - first}
         self.finish_reason = reason
-        raise StopIteration
+        self._end()
+        self._results.put(_DONE)
+
+    def _fail(self, error: BaseException) -> None:
+        """Ends the generation with an error that its caller receives."""
+        self._end()
+        self._results.put(error)
+
+    def _end(self) -> None:
+        self._done = True
+        self._pending = []
+        if self._owns_context and (self._cancelled or self.finish_reason is None):
+            self.context.close()
 
 
 def chat_prompt_ids(model: Model, rendered: str) -> list[int]:
@@ -79,33 +259,84 @@ def chat_prompt_ids(model: Model, rendered: str) -> list[int]:
 
 def generate(
     model: Model,
-    ids_or_text: str | Sequence[int],
+    prompt: str | Sequence[int],
     *,
     max_tokens: int | None = None,
     temperature: float = SamplingParams.temperature,
     top_k: int = SamplingParams.top_k,
     top_p: float = SamplingParams.top_p,
     min_p: float = SamplingParams.min_p,
+    typical_p: float = SamplingParams.typical_p,
+    repeat_penalty: float = SamplingParams.repeat_penalty,
+    repeat_last_n: int = SamplingParams.repeat_last_n,
+    presence_penalty: float = SamplingParams.presence_penalty,
+    frequency_penalty: float = SamplingParams.frequency_penalty,
+    logit_bias: Mapping[int, float] | None = None,
     seed: int | None = None,
+    stop: Sequence[str] = (),
+    grammar: Grammar | str | None = None,
+    logprobs: int | None = None,
+    context: Context | None = None,
     sequence: int = 0,
 ) -> Generation:
-    """Start generating after a prompt in a new context of `model`.
+    """Start generating after a prompt, in `context` (after its tokens) or in a new context.
 
-    A text prompt is tokenized as it stands: BOS added when the model asks for it, special tokens
-    parsed, no chat template. The prompt is evaluated here; the tokens come as the result is
-    iterated. Sampling defaults are llama.cpp's; `temperature=0` is greedy. `seed` None draws
-    one (`result.sampler.seed` tells which); `sequence` numbers the sequences that share a seed.
-    The context stays open for the caller (`result.context`) to continue or close.
+    A text prompt is tokenized as it stands: BOS added when the model asks for it and the context
+    is empty, special tokens parsed, no chat template. Sampling defaults are llama.cpp's;
+    `temperature=0` is greedy. `seed` None draws one (`result.sampler.seed` tells which);
+    `sequence` numbers the sequences that share a seed (n > 1 choices). `stop` strings end the
+    generation where they appear, unshown; `grammar` (a Grammar, or GBNF text) constrains the
+    text to its language; `logprobs` asks for each token's log-probability (0) and its top
+    alternatives (n > 0). The work runs on the model's scheduler, batched with whatever else
+    runs; the new context, if one was made, stays open for the caller to continue or close.
+    Raises ContextOverflow, before anything runs, for a prompt that leaves no room to generate.
     """
-    params = SamplingParams(temperature, top_k, top_p, min_p, seed)
-    ids = model.tokenize(ids_or_text) if isinstance(ids_or_text, str) else list(ids_or_text)
-    if not ids:
+    if max_tokens is not None and max_tokens < 0:
+        raise ValueError(f"max_tokens must be 0 or more, not {max_tokens}")
+    if logprobs is not None and logprobs < 0:
+        raise ValueError(f"logprobs must be 0 or more, not {logprobs}")
+    params = SamplingParams(
+        temperature,
+        top_k,
+        top_p,
+        min_p,
+        seed,
+        typical_p=typical_p,
+        repeat_penalty=repeat_penalty,
+        repeat_last_n=repeat_last_n,
+        presence_penalty=presence_penalty,
+        frequency_penalty=frequency_penalty,
+        logit_bias=dict(logit_bias or {}),
+    )
+    if isinstance(grammar, str):
+        from llamay.grammar import Grammar
+
+        grammar = Grammar.from_gbnf(grammar)
+    held = context.n_tokens if context is not None else 0
+    if isinstance(prompt, str):
+        ids = model.tokenize(prompt, add_bos=held == 0) if prompt else []
+    else:
+        ids = [int(t) for t in prompt]
+    if not ids and not held:
         raise LlamayError("the prompt has no tokens: there is nothing to continue")
-    if len(ids) >= model.n_ctx:
+    if held + len(ids) >= model.n_ctx:
         raise ContextOverflow(
-            f"the prompt is {len(ids)} tokens but the context holds {model.n_ctx}, "
+            f"the prompt is {held + len(ids)} tokens but the context holds {model.n_ctx}, "
             "leaving no room to generate"
         )
-    context = model.context()
-    context.feed(ids)
-    return Generation(model, context, Sampler(params, sequence), max_tokens)
+    owns = context is None
+    if context is None:
+        context = model.context()
+    generation = Generation(
+        model,
+        context,
+        ids,
+        Sampler(params, sequence),
+        max_tokens=max_tokens,
+        stop=stop,
+        grammar=grammar,
+        logprobs=logprobs,
+        owns_context=owns,
+    )
+    model._schedule(generation)
+    return generation

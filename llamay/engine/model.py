@@ -22,7 +22,8 @@ from llamay import gguf
 from llamay._core.engine import Engine
 from llamay.engine.context import Context
 from llamay.engine.generate import Generation, generate
-from llamay.errors import ContextOverflow
+from llamay.engine.scheduler import Scheduler
+from llamay.errors import ContextOverflow, LlamayError
 from llamay.models.hparams import HParams, from_metadata
 from llamay.models.registry import check_supported
 from llamay.models.spec import model_spec
@@ -39,7 +40,7 @@ DEFAULT_N_BATCH = 128
 # Without a KV budget, the pool holds this many full contexts; the arena's memory is only
 # touched as pages are written, so an unused budget costs address space, not RAM.
 DEFAULT_CONTEXTS = 4
-WANT_LOGITS = ("last", "all", "none")
+WANT_LOGITS = ("last", "all", "none", "hidden")
 
 
 def load(
@@ -155,9 +156,39 @@ class Model:
         """An empty context."""
         return Context(self)
 
-    def generate(self, ids_or_text: str | Sequence[int], **params: Any) -> Generation:
-        """Sample tokens after a prompt (text or ids) in a fresh context; see engine.generate."""
-        return generate(self, ids_or_text, **params)
+    def generate(self, prompt: str | Sequence[int], **params: Any) -> Generation:
+        """Sample tokens after a prompt (text or ids), in a fresh context or after `context`'s
+        tokens; see llamay.engine.generate. Safe from many threads: their generations run
+        batched together on the model's scheduler."""
+        return generate(self, prompt, **params)
+
+    def embed(self, text_or_ids: str | Sequence[int], normalize: bool = True) -> np.ndarray:
+        """An embedding of the text: the mean over its tokens of the final-normed hidden state
+        (float32, (n_embd,)), scaled to unit length when normalize."""
+        ids = self.tokenize(text_or_ids) if isinstance(text_or_ids, str) else list(text_or_ids)
+        if not ids:
+            raise LlamayError("there is no text to embed")
+        with self.context() as context:
+            hidden = self.forward_batch([(context, ids)], "hidden")[0]
+        vector = hidden.astype(np.float64).mean(axis=0)
+        if normalize:
+            vector /= max(float(np.linalg.norm(vector)), 1e-12)
+        return vector.astype(np.float32)
+
+    @property
+    def n_embd(self) -> int:
+        return self.hparams.n_embd
+
+    @functools.cached_property
+    def _scheduler(self) -> Scheduler:
+        return Scheduler(self)
+
+    def _schedule(self, generation: Generation) -> None:
+        self._scheduler.submit(generation)
+
+    def _scheduler_wake(self) -> None:
+        if "_scheduler" in self.__dict__:
+            self._scheduler.wake()
 
     def kv_stats(self) -> dict[str, Any]:
         """KV page accounting: page_tokens, pages_total, pages_used, pages_free,
@@ -187,6 +218,8 @@ class Model:
 
     def close(self) -> None:
         """Frees the packed weights and scratch buffers; the model runs no step after this."""
+        if "_scheduler" in self.__dict__:
+            self._scheduler.close()
         with self._lock:
             self._engine.close()
 
@@ -200,7 +233,9 @@ class Model:
 
         want_logits: "last" keeps each context's logits after its last token (ctx.logits());
         "all" also returns, per item, the logits after every fed token (len(ids), n_vocab);
-        "none" computes no logits (a prompt whose continuation is fed next).
+        "none" computes no logits (a prompt whose continuation is fed next); "hidden" returns,
+        per item, the final-normed hidden state after every fed token (len(ids), n_embd) and
+        leaves the contexts without logits (embeddings).
         Raises ContextOverflow, before anything changes, when a context would pass n_ctx or the
         KV pages run out.
         """
@@ -210,7 +245,7 @@ class Model:
         self._check_feeds(feeds)
         with self._lock:
             # A prefix cut off by the cache has no logits to give, so "all" computes every one.
-            reuse = self.prefix_cache and want_logits != "all"
+            reuse = self.prefix_cache and want_logits not in ("all", "hidden")
             adopted = self._adopt_prefixes(feeds) if reuse else []
             try:
                 self._reserve(feeds)
@@ -232,13 +267,15 @@ class Model:
         starts = np.cumsum([0, *(len(ids) for _, ids in feeds)])
         n_tokens = int(starts[-1])
         # which tokens' logits to compute, and where they go
-        if want_logits == "all":
+        if want_logits in ("all", "hidden"):
             wanted = np.arange(n_tokens, dtype=np.int32)
         elif want_logits == "last":
             wanted = (starts[1:] - 1).astype(np.int32)
         else:
             wanted = np.empty(0, dtype=np.int32)
-        logits = np.empty((len(wanted), self.n_vocab), dtype=np.float32)
+        hidden = want_logits == "hidden"
+        width = self.hparams.n_embd if hidden else self.n_vocab
+        logits = np.empty((len(wanted), width), dtype=np.float32)
         tokens = np.concatenate([ids for _, ids in feeds]).astype(np.int32)
         positions = np.concatenate(
             [np.arange(ctx.n_tokens, ctx.n_tokens + len(ids)) for ctx, ids in feeds]
@@ -255,32 +292,42 @@ class Model:
                 tables,
                 (wanted[rows] - begin).astype(np.int32),
                 logits[rows[0] : rows[-1] + 1] if len(rows) else logits[:0],
+                hidden,
             )
         for i, (ctx, ids) in enumerate(feeds):
             last = {"all": starts[i + 1] - 1, "last": i}.get(want_logits)
             ctx._append(ids.tolist(), None if last is None else logits[last].copy())
-        if want_logits == "all":
+        if want_logits in ("all", "hidden"):
             return [logits[starts[i] : starts[i + 1]] for i in range(len(feeds))]
         return None
 
     def _adopt_prefixes(self, feeds: list[tuple[Context, np.ndarray]]) -> list[int]:
-        """Gives each empty context the cached pages of the longest prefix of its tokens (at
-        least its last token is left to compute, for the logits); returns which items took
-        some, their ids cut to the tokens left to compute."""
+        """Gives each empty context the cached pages of the longest prefix of its tokens; returns
+        which items took some, their ids cut to the tokens left to compute."""
         adopted = []
         for i, (ctx, ids) in enumerate(feeds):
-            if ctx.n_tokens:
-                continue
-            pages = self.prefix_tree.match(ids[:-1].tolist())
-            if pages:
-                for page in pages:
-                    self.pool.arena.incref(page)
-                ctx._add_pages(np.asarray(pages, dtype=np.int32))
-                n_cached = len(pages) * self.page_tokens
-                ctx._append(ids[:n_cached].tolist(), None)
+            n_cached = self._adopt_prefix(ctx, ids)
+            if n_cached:
                 feeds[i] = (ctx, ids[n_cached:])
                 adopted.append(i)
         return adopted
+
+    def _adopt_prefix(self, ctx: Context, ids: Sequence[int] | np.ndarray) -> int:
+        """Gives an empty context the cached pages of the longest prefix of ids (at least the
+        last token is left to compute, for the logits) and appends those tokens; returns how
+        many it took."""
+        if ctx.n_tokens or not self.prefix_cache or len(ids) < 2:
+            return 0
+        with self._lock:
+            pages = self.prefix_tree.match([int(t) for t in ids[:-1]])
+            if not pages:
+                return 0
+            for page in pages:
+                self.pool.arena.incref(page)
+            ctx._add_pages(np.asarray(pages, dtype=np.int32))
+            n_cached = len(pages) * self.page_tokens
+            ctx._append([int(t) for t in ids[:n_cached]], None)
+            return n_cached
 
     def _check_feeds(self, feeds: list[tuple[Context, np.ndarray]]) -> None:
         seen = set()

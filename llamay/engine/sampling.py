@@ -2,11 +2,21 @@
 
 The chain is llama.cpp's default sampler chain, in its order:
 
-    penalties -> top-k -> typical -> top-p -> min-p -> temperature -> draw
+    grammar mask -> logit bias -> penalties -> top-k -> typical -> top-p -> min-p -> temperature
+    -> draw
 
-with llama.cpp's defaults (top-k 40, top-p 0.95, min-p 0.05, temperature 0.8). Penalties and
-typical sampling are not implemented yet; they slot in where `Sampler.sample` says. A temperature
-of 0 is greedy: the arg-max of the logits, the lowest id among equals.
+with llama.cpp's defaults (top-k 40, top-p 0.95, min-p 0.05, temperature 0.8; typical-p 1 and
+every penalty off). The grammar mask comes first: llama.cpp samples without it and resamples with
+it when the grammar rejects the token, which picks the same token as masking first. A temperature
+of 0 is greedy: the arg-max of the masked, biased and penalized logits, the lowest id among
+equals.
+
+Penalties follow llama.cpp: over the last `repeat_last_n` tokens of the context (the prompt
+included), a token seen c times has a positive logit divided by `repeat_penalty` (a negative one
+multiplied), then `frequency_penalty * c + presence_penalty` subtracted.
+
+Log-probabilities (`logprobs`) are the model's own: the log-softmax of the raw logits, before any
+stage of the chain changes them.
 
 The random number behind each draw comes from a counter-based generator keyed by (seed, sequence,
 step): a pure function of the key, never a shared stream. So a sequence's tokens depend only on its
@@ -22,7 +32,8 @@ reproducible rather than left to a sorting algorithm.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -90,6 +101,12 @@ class SamplingParams:
     top_p: float = 0.95
     min_p: float = 0.05
     seed: int | None = None
+    typical_p: float = 1.0
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: Mapping[int, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.temperature >= 0:
@@ -100,7 +117,21 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1] (1 is off), not {self.top_p}")
         if not 0 <= self.min_p <= 1:
             raise ValueError(f"min_p must be in [0, 1] (0 is off), not {self.min_p}")
+        if not 0 < self.typical_p <= 1:
+            raise ValueError(f"typical_p must be in (0, 1] (1 is off), not {self.typical_p}")
+        if not self.repeat_penalty > 0:
+            raise ValueError(f"repeat_penalty must be above 0 (1 is off), not {self.repeat_penalty}")
+        if self.repeat_last_n < -1:
+            raise ValueError(
+                f"repeat_last_n must be -1 (the whole context), 0 (off) or more, "
+                f"not {self.repeat_last_n}"
+            )
 
+    @property
+    def penalized(self) -> bool:
+        return self.repeat_last_n != 0 and (
+            self.repeat_penalty != 1 or self.presence_penalty != 0 or self.frequency_penalty != 0
+        )
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
@@ -138,6 +169,46 @@ def top_k(logits: np.ndarray, k: int) -> Candidates:
     return Candidates(ids, logits[ids].astype(np.float64))
 
 
+def apply_logit_bias(logits: np.ndarray, bias: Mapping[int, float]) -> None:
+    """Adds each token's bias to its logit, in place (-inf bans a token)."""
+    if bias:
+        ids = np.fromiter(bias.keys(), dtype=np.int64, count=len(bias))
+        if ids.min() < 0 or ids.max() >= logits.shape[0]:
+            bad = int(ids[(ids < 0) | (ids >= logits.shape[0])][0])
+            raise ValueError(f"logit_bias names token {bad}; the vocabulary has {logits.shape[0]}")
+        logits[ids] += np.fromiter(bias.values(), dtype=np.float64, count=len(bias)).astype(
+            logits.dtype
+        )
+
+
+def apply_penalties(logits: np.ndarray, recent: np.ndarray, params: SamplingParams) -> None:
+    """llama.cpp's repetition, frequency and presence penalties over `recent` (the last
+    repeat_last_n tokens), in place."""
+    if not recent.shape[0]:
+        return
+    ids, counts = np.unique(recent, return_counts=True)
+    values = logits[ids].astype(np.float64)
+    values = np.where(values > 0, values / params.repeat_penalty, values * params.repeat_penalty)
+    values -= counts * params.frequency_penalty + params.presence_penalty
+    logits[ids] = values
+
+
+def typical(c: Candidates, p: float) -> Candidates:
+    """Locally typical sampling (Meister et al., 2022): the tokens whose surprise is closest to
+    the distribution's entropy, fewest first, until they hold probability p; p 1 keeps them all.
+    The survivors stay in logit order."""
+    if p >= 1 or c.ids.shape[0] < 2:
+        return c
+    probs = _softmax(c.logits)
+    logp = np.log(np.maximum(probs, np.finfo(np.float64).tiny))
+    entropy = -np.sum(probs * logp)
+    order = np.argsort(np.abs(-logp - entropy), kind="stable")
+    cumulative = np.cumsum(probs[order])
+    keep = min(int(np.searchsorted(cumulative, p, side="left")) + 1, order.shape[0])
+    kept = np.sort(order[:keep])  # back to logit order
+    return Candidates(c.ids[kept], c.logits[kept])
+
+
 def top_p(c: Candidates, p: float) -> Candidates:
     """The smallest head of the candidates whose probabilities add up to at least p (at least one
     token); p 1 keeps them all."""
@@ -172,6 +243,14 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 # --- the chain -----------------------------------------------------------------------------------
 
 
+class Choice(NamedTuple):
+    """A sampled token, with its log-probability and the top alternatives when asked for."""
+
+    token: int
+    logprob: float | None
+    top_logprobs: list[tuple[int, float]] | None
+
+
 class Sampler:
     """Picks tokens for one sequence with fixed parameters; holds no state between calls."""
 
@@ -180,15 +259,65 @@ class Sampler:
         self.sequence = sequence
         self.seed = params.seed if params.seed is not None else new_seed()
 
-    def sample(self, logits: np.ndarray, step: int) -> int:
+    def sample(
+        self,
+        logits: np.ndarray,
+        step: int,
+        recent: Sequence[int] = (),
+        allowed: np.ndarray | None = None,
+    ) -> int:
         """The token for `step` (by convention the position it will take in the sequence) given
-        the logits (n_vocab,) after the last token."""
+        the logits (n_vocab,) after the last token, the context's tokens so far (`recent`: the
+        penalties look at its last repeat_last_n) and the grammar's mask of allowed tokens."""
         params = self.params
-        # penalties and logit biases act here, on the full row, before anything is cut.
-        if params.greedy:
-            return int(np.argmax(logits))
-        candidates = top_k(logits, params.top_k)
-        # typical sampling goes here, between top-k and top-p.
+        row = np.array(logits, dtype=np.float32)  # a copy: every stage below may write it
+        if allowed is not None:
+            row[~allowed] = -np.inf
+        apply_logit_bias(row, params.logit_bias)
+        if params.penalized:
+            window = recent if params.repeat_last_n < 0 else recent[-params.repeat_last_n :]
+            apply_penalties(row, np.asarray(window, dtype=np.int64), params)
+        if params.greedy or (allowed is not None and np.count_nonzero(allowed) == 1):
+            return int(np.argmax(row))
+        candidates = top_k(row, params.top_k)
+        candidates = _finite(candidates)
+        candidates = typical(candidates, params.typical_p)
         candidates = top_p(candidates, params.top_p)
         candidates = min_p(candidates, params.min_p)
         return draw(candidates, params.temperature, uniform(self.seed, self.sequence, step))
+
+    def choose(
+        self,
+        logits: np.ndarray,
+        step: int,
+        recent: Sequence[int] = (),
+        allowed: np.ndarray | None = None,
+        logprobs: int | None = None,
+    ) -> Choice:
+        """`sample`, plus the chosen token's log-probability (logprobs 0) and the `logprobs`
+        most likely tokens' (logprobs > 0) when logprobs is not None."""
+        token = self.sample(logits, step, recent, allowed)
+        if logprobs is None:
+            return Choice(token, None, None)
+        return Choice(token, *log_probabilities(logits, token, logprobs))
+
+
+def log_probabilities(
+    logits: np.ndarray, token: int, n_top: int
+) -> tuple[float, list[tuple[int, float]] | None]:
+    """log p(token) under the softmax of the raw logits, and the n_top most likely tokens with
+    theirs (ties: lower id first); None for the list when n_top is 0."""
+    row = logits.astype(np.float64)
+    peak = row.max()
+    log_total = peak + np.log(np.sum(np.exp(row - peak)))
+    chosen = float(row[token] - log_total)
+    if not n_top:
+        return chosen, None
+    best = top_k(logits, n_top)
+    return chosen, [(int(i), float(v - log_total)) for i, v in zip(best.ids, best.logits, strict=True)]
+
+
+def _finite(c: Candidates) -> Candidates:
+    """Drops masked and banned tokens (-inf), keeping the most likely one if all are."""
+    keep = max(int(np.count_nonzero(np.isfinite(c.logits))), 1)
+    return Candidates(c.ids[:keep], c.logits[:keep])

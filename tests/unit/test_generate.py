@@ -9,8 +9,7 @@ import pytest
 
 import llamay
 from llamay import gguf
-from llamay.engine.generate import Generation, chat_prompt_ids, generate
-from llamay.engine.sampling import Sampler, SamplingParams
+from llamay.engine.generate import chat_prompt_ids, generate
 
 SYNTH = Path(__file__).parent.parent / "data" / "synth"
 LLAMA2 = SYNTH / "llama2-spm-Q8_0.gguf"
@@ -75,14 +74,27 @@ def test_an_end_of_generation_token_stops_without_being_yielded(model, tmp_path)
         generation.context.close()
 
 
-def test_cancel_ends_before_the_next_token(model):
+def test_cancel_ends_before_the_next_token_and_frees_the_pages_it_made(model):
+    before = model.kv_stats()["pages_used"]
     generation = generate(model, "The license", max_tokens=20, temperature=0)
     taken = [next(generation) for _ in range(3)]
     generation.cancel()
-    assert list(generation) == []
+    rest = list(generation)
     assert generation.finish_reason == "cancelled"
-    assert generation.context.tokens[-3:] == taken
-    generation.context.close()
+    assert len(taken) + len(rest) < 20
+    assert model.kv_stats()["pages_used"] - model.kv_stats()["pages_cached"] <= before
+
+
+def test_cancel_leaves_a_context_the_caller_gave_open_and_whole(model):
+    context = model.context()
+    generation = generate(model, "The license", max_tokens=20, temperature=0, context=context)
+    taken = [next(generation) for _ in range(3)]
+    generation.cancel()
+    taken += list(generation)
+    assert generation.finish_reason == "cancelled"
+    assert len(taken) < 20
+    assert context.tokens == model.tokenize("The license") + taken
+    context.close()
 
 
 def test_a_generation_continues_a_context_from_where_it_stands(model):
@@ -90,12 +102,58 @@ def test_a_generation_continues_a_context_from_where_it_stands(model):
     expected = list(whole)
     whole.context.close()
     context = model.context()
-    context.feed(model.tokenize("The license"))
-    sampler = Sampler(SamplingParams(temperature=0))
-    first = list(Generation(model, context, sampler, max_tokens=5))
-    rest = list(Generation(model, context, sampler, max_tokens=7))
+    first = list(generate(model, "The license", max_tokens=5, temperature=0, context=context))
+    rest = list(generate(model, [], max_tokens=7, temperature=0, context=context))
     assert first + rest == expected
+    assert context.tokens == model.tokenize("The license") + expected
     context.close()
+
+
+def test_stop_strings_end_the_text_where_they_begin_across_tokens(model):
+    plain = generate(model, "The license", max_tokens=12, temperature=0)
+    list(plain)
+    text = plain.text
+    plain.context.close()
+    # a stop string that spans a token boundary, somewhere in the middle of the text
+    cut = len(text) // 2
+    stop = text[cut - 2 : cut + 2]
+    assert len(stop) == 4 and text.index(stop) == cut - 2
+    stopped = generate(model, "The license", max_tokens=12, temperature=0, stop=["zzz", stop])
+    pieces = list(stopped.pieces())
+    assert "".join(p.text for p in pieces) == stopped.text == text[: cut - 2]
+    assert stopped.finish_reason == "stop"
+    stopped.context.close()
+
+
+def test_held_back_text_is_released_when_no_stop_string_follows(model):
+    plain = generate(model, "The license", max_tokens=8, temperature=0)
+    list(plain)
+    plain.context.close()
+    # the text ends with the first character of a stop string that never completes
+    stopped = generate(
+        model, "The license", max_tokens=8, temperature=0, stop=[plain.text[-1] + "\x00"]
+    )
+    assert "".join(p.text for p in stopped.pieces()) == plain.text
+    assert stopped.finish_reason == "length"
+    stopped.context.close()
+
+
+def test_logprobs_are_the_log_softmax_of_the_raw_logits(model):
+    import numpy as np
+
+    generation = generate(model, "The license", max_tokens=3, temperature=0, logprobs=2)
+    pieces = [p for p in generation.pieces() if p.token is not None]
+    context = model.context()
+    context.feed(model.tokenize("The license"))
+    for piece in pieces:
+        row = context.logits().astype(np.float64)
+        logp = row - (row.max() + np.log(np.exp(row - row.max()).sum()))
+        assert piece.logprob == pytest.approx(logp[piece.token], abs=1e-9)
+        assert [t for t, _ in piece.top_logprobs] == list(np.argsort(-logp, kind="stable")[:2])
+        assert piece.top_logprobs[0][0] == piece.token  # greedy picks the most likely
+        context.feed([piece.token])
+    context.close()
+    generation.context.close()
 
 
 def test_seeded_sampling_depends_on_seed_and_sequence_only(model):

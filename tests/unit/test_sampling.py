@@ -215,3 +215,66 @@ def test_a_sampler_without_a_seed_draws_one_and_reports_it():
 def test_out_of_range_parameters_are_refused(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         SamplingParams(**bad)
+
+
+# --- logit bias, penalties, typical --------------------------------------------------------------
+
+
+def test_a_negative_infinite_bias_bans_a_token_even_for_greedy():
+    row = logits_of([0.5, 0.3, 0.2])
+    params = SamplingParams(temperature=0, logit_bias={0: float("-inf")})
+    assert Sampler(params).sample(row, 0) == 1
+    boosted = SamplingParams(temperature=0, logit_bias={2: 5.0})
+    assert Sampler(boosted).sample(row, 0) == 2
+
+
+def test_a_bias_for_a_token_outside_the_vocabulary_is_refused():
+    with pytest.raises(ValueError, match="logit_bias names token 7"):
+        Sampler(SamplingParams(logit_bias={7: 1.0})).sample(logits_of([0.5, 0.5]), 0)
+
+
+def test_penalties_follow_llama_cpp():
+    from llamay.engine.sampling import apply_penalties
+
+    row = np.array([2.0, -1.0, 0.5, 3.0], dtype=np.float32)
+    params = SamplingParams(repeat_penalty=2.0, frequency_penalty=0.25, presence_penalty=0.5)
+    apply_penalties(row, np.array([0, 1, 1, 2]), params)
+    # seen once: 2/2 - 0.25 - 0.5; seen twice (negative): -1*2 - 0.5 - 0.5; unseen: untouched
+    assert row.tolist() == [0.25, -3.0, 0.25 - 0.75, 3.0]
+
+
+def test_the_penalty_window_is_the_last_repeat_last_n_tokens():
+    row = logits_of([0.4, 0.35, 0.25])
+    params = SamplingParams(temperature=0, repeat_penalty=4.0, repeat_last_n=2)
+    assert Sampler(params).sample(row, 0, recent=[1, 2, 2]) == 0  # 0 not penalized
+    assert Sampler(params).sample(row, 0, recent=[2, 0, 2]) == 1  # 0 in the window
+    assert Sampler(params).sample(row, 0, recent=[0, 1, 2]) == 0  # 0 outside the window
+    off = SamplingParams(temperature=0, repeat_penalty=4.0, repeat_last_n=0)
+    assert Sampler(off).sample(row, 0, recent=[0, 0]) == 0
+
+
+def test_typical_keeps_the_tokens_nearest_the_entropy():
+    from llamay.engine.sampling import typical
+
+    probs = np.array([0.5, 0.2, 0.2, 0.1])
+    c = candidates(probs)
+    entropy = -np.sum(probs * np.log(probs))
+    surprise = np.abs(-np.log(probs) - entropy)
+    # the brute-force definition: fewest tokens, by closeness to the entropy, reaching p
+    order = np.argsort(surprise, kind="stable")
+    for p in (0.3, 0.5, 0.9):
+        n = int(np.searchsorted(np.cumsum(probs[order]), p)) + 1
+        expected = sorted(order[:n].tolist(), key=lambda i: -probs[i])
+        assert typical(c, p).ids.tolist() == expected
+    assert typical(c, 1.0) is c
+
+
+def test_the_grammar_mask_leaves_only_allowed_tokens():
+    row = logits_of([0.6, 0.3, 0.1])
+    allowed = np.array([False, False, True])
+    assert Sampler(SamplingParams(temperature=0)).sample(row, 0, allowed=allowed) == 2
+    sampler = Sampler(SamplingParams(seed=1, **ALL))
+    assert {sampler.sample(row, s, allowed=np.array([False, True, True])) for s in range(50)} == {
+        1,
+        2,
+    }

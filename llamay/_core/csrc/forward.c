@@ -365,16 +365,23 @@ static void layer(const step *st, int il) {
 }
 
 /* The final norm of the tokens whose logits are wanted, the output matmul into b->logits, then
-   the bias and the soft-cap of the rows this thread computed. */
+   the bias and the soft-cap of the rows this thread computed. With b->hidden the normed rows
+   themselves are the output (embeddings), and the output matmul is skipped. */
 static void logits(const step *st) {
     const llamay_model *m = st->m;
     const llamay_batch *b = st->b;
     const llamay_linear *out = &m->output;
     for (int j = st->thread; j < b->n_logits; j += st->n_threads) {
-        float *xn = st->s->f[XN] + (size_t)j * m->n_embd;
+        float *xn = b->hidden ? b->logits + (size_t)j * m->n_embd
+                              : st->s->f[XN] + (size_t)j * m->n_embd;
         m->kernels->rms_norm(st->s->f[X] + (size_t)b->logit_tokens[j] * m->n_embd, m->output_norm,
                              m->n_embd, m->norm_eps, xn);
-        quantize_row(st, out, xn, j);
+        if (!b->hidden) {
+            quantize_row(st, out, xn, j);
+        }
+    }
+    if (b->hidden) {
+        return;
     }
 #pragma omp barrier
     linear(st, out, b->n_logits, b->logits);

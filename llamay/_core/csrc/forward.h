@@ -70,7 +70,8 @@ typedef struct {
     const int32_t *const *page_tables; /* per token: its sequence's page table */
     int n_logits;
     const int32_t *logit_tokens; /* batch indices whose logits are wanted */
-    float *logits;               /* n_logits rows of n_vocab */
+    float *logits;               /* n_logits rows of n_vocab, or of n_embd with hidden */
+    int hidden; /* nonzero: write those tokens' final-normed hidden states, not their logits */
 } llamay_batch;
 
 typedef struct llamay_scratch llamay_scratch;

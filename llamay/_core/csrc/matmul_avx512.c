@@ -353,10 +353,17 @@ INLINE void q32_tile(int type, const llamay_weight *w, const uint8_t *act, int t
 INLINE void q32_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
                        float *out, size_t out_stride, int row_begin, int row_end) {
     const __m512i table = lookup_table(type == LLAMAY_TYPE_MXFP4 ? kvalues_mxfp4 : kvalues_iq4nl);
-    if (n_tokens == 1) {
-        const llamay_act_q a = llamay_act_q_of(w, act, 0);
+    if (llamay_streams_rows(w, n_tokens)) {
+        /* Decode steps: each row is read from memory once and stays in L1 for every token's
+           dot; the same arithmetic as one token alone, so the bits do not depend on n_tokens. */
+        llamay_act_q a[LLAMAY_DECODE_TOKENS];
+        for (int t = 0; t < n_tokens; t++) {
+            a[t] = llamay_act_q_of(w, act, t);
+        }
         for (int r = row_begin; r < row_end; r++) {
-            out[r] = q32_row(type, w, &a, r, table);
+            for (int t = 0; t < n_tokens; t++) {
+                out[(size_t)t * out_stride + r] = q32_row(type, w, &a[t], r, table);
+            }
         }
         return;
     }
@@ -945,18 +952,25 @@ INLINE __m256 k_rows8(int type, const llamay_weight *w, const llamay_act_q *a, i
 
 INLINE void k_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
                      float *out, size_t out_stride, int row_begin, int row_end) {
-    if (n_tokens == 1) {
-        const llamay_act_q a = llamay_act_q_of(w, act, 0);
+    if (llamay_streams_rows(w, n_tokens)) {
+        /* Decode steps: eight rows at a time, read from memory once for every token's dots
+           (the same arithmetic as one token alone). */
+        llamay_act_q a[LLAMAY_DECODE_TOKENS];
+        for (int t = 0; t < n_tokens; t++) {
+            a[t] = llamay_act_q_of(w, act, t);
+        }
         int r = row_begin;
         for (; r + 8 <= row_end; r += 8) {
-            _mm256_storeu_ps(out + r, k_rows8(type, w, &a, r));
+            for (int t = 0; t < n_tokens; t++) {
+                _mm256_storeu_ps(out + (size_t)t * out_stride + r, k_rows8(type, w, &a[t], r));
+            }
         }
         if (r < row_end) {
-            float results[1][LLAMAY_ROW_BLOCK];
+            float results[LLAMAY_DECODE_TOKENS][LLAMAY_ROW_BLOCK];
             for (int i = 0; r + i < row_end; i++) {
-                k_row(type, w, act, 0, 1, r + i, results, i);
+                k_row(type, w, act, 0, n_tokens, r + i, results, i);
             }
-            llamay_store_results(out, out_stride, 0, 1, r, row_end - r, results);
+            llamay_store_results(out, out_stride, 0, n_tokens, r, row_end - r, results);
         }
         return;
     }

@@ -202,6 +202,18 @@ static inline int llamay_iq4_xs_scale(uint16_t scales_h, const uint8_t *scales_l
    then write each token's row segment whole. */
 
 #define LLAMAY_ROW_BLOCK 16
+/* A matrix too big for the caches (the output projection of a large vocabulary), multiplied
+   by a few tokens (a decode step of a batch of sequences), is read a row at a time, each row
+   reused from L1 by every token: the tiled path, better for matrices that stay in cache,
+   stalls on it. Both paths give the same bits. */
+#define LLAMAY_DECODE_TOKENS 16
+#define LLAMAY_STREAMED_BYTES ((size_t)16 << 20)
+
+static inline int llamay_streams_rows(const llamay_weight *w, int n_tokens) {
+    const size_t row_bytes = w->packed ? w->packed_row_bytes : w->row_bytes;
+    return n_tokens == 1 ||
+           (n_tokens <= LLAMAY_DECODE_TOKENS && (size_t)w->n_rows * row_bytes >= LLAMAY_STREAMED_BYTES);
+}
 
 static inline void llamay_store_results(float *out, size_t out_stride, int t0, int n_tok, int r0,
                                         int n_rows, const float (*results)[LLAMAY_ROW_BLOCK]) {

@@ -1,0 +1,143 @@
+"""Continuous batching: every running generation of a model advances in one forward step.
+
+One thread per model runs the loop. Each step it lets every generation whose fed tokens are all
+evaluated decide its next move (sample a token, or finish), then feeds, in one
+`Model.forward_batch`, one token to every decoding sequence and prompt chunks to the sequences
+still prefilling, within a token budget. Generations join whenever they are submitted and leave
+when they finish; a cancelled one leaves, and its pages are freed, at the start of the next step.
+
+Batching changes no result: forward_batch gives each sequence the logits it would have alone
+(the engine's batch invariance), and sampling is keyed by (seed, sequence, position), not by
+when or beside what a token was drawn.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from llamay.errors import ContextOverflow, LlamayError
+
+if TYPE_CHECKING:
+    from llamay.engine.generate import Generation
+    from llamay.engine.model import Model
+
+# Tokens per step beyond the decoding sequences' one each: room for prompt chunks, which are
+# cut so that a long prompt does not stall everyone else's next token for long.
+PREFILL_BUDGET = 256
+
+
+class Scheduler:
+    """Runs a model's generations; `submit` from any thread."""
+
+    def __init__(self, model: Model, prefill_budget: int = PREFILL_BUDGET) -> None:
+        self._model = model
+        self._prefill_budget = prefill_budget
+        self._wakeup = threading.Condition()
+        self._running: list[Generation] = []
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def submit(self, generation: Generation) -> None:
+        with self._wakeup:
+            if self._closed:
+                raise LlamayError("the model is closed: load it again to generate")
+            if generation.context.n_tokens == 0 and generation._pending:
+                self._adopt_prefix(generation)
+            self._running.append(generation)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, name=f"llamay-scheduler-{self._model.path.name}", daemon=True
+                )
+                self._thread.start()
+            self._wakeup.notify()
+
+    def wake(self) -> None:
+        """Runs a step soon (a generation was cancelled). Never blocks: signal handlers call it."""
+        if self._wakeup.acquire(blocking=False):
+            try:
+                self._wakeup.notify()
+            finally:
+                self._wakeup.release()
+
+    def close(self) -> None:
+        """Stops the loop; generations still running end with an error."""
+        with self._wakeup:
+            self._closed = True
+            self._wakeup.notify()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    @property
+    def n_running(self) -> int:
+        return len(self._running)
+
+    def _adopt_prefix(self, generation: Generation) -> None:
+        """Starts a new context from the longest cached prefix of its whole prompt, which the
+        prompt chunks fed later could not find."""
+        n = self._model._adopt_prefix(generation.context, generation._pending)
+        generation._pending = generation._pending[n:]
+
+    def _loop(self) -> None:
+        while True:
+            with self._wakeup:
+                while not self._closed and not self._running:
+                    self._wakeup.wait()
+                if self._closed:
+                    running, self._running = self._running, []
+                    for generation in running:
+                        generation._fail(LlamayError("the model was closed while generating"))
+                    return
+                running = list(self._running)
+            try:
+                self._step(running)
+            except Exception as error:  # delivered to the callers, never lost
+                for generation in running:
+                    if not generation._done:
+                        generation._fail(error)
+            with self._wakeup:
+                self._running = [g for g in self._running if not g._done]
+
+    def _step(self, running: list[Generation]) -> None:
+        for generation in running:
+            if generation._done:
+                continue
+            # A cancelled generation's own context goes at once; a caller's context first takes
+            # the token already yielded, so that it holds everything the caller saw.
+            if generation._cancelled and (generation._owns_context or not generation._pending):
+                generation._finish("cancelled")
+            elif not generation._pending:
+                generation._advance()
+        feeding = [g for g in running if g._pending and not g._done]
+        if not feeding:
+            return
+        decoding = [g for g in feeding if len(g._pending) == 1]
+        prefilling = [g for g in feeding if len(g._pending) > 1]
+        plan = [(g, 1) for g in decoding]
+        budget = self._prefill_budget
+        for generation in prefilling:  # in the order they came
+            if budget <= 0:
+                break
+            n = min(len(generation._pending), budget)
+            plan.append((generation, n))
+            budget -= n
+        self._feed(plan)
+
+    def _feed(self, plan: list[tuple[Generation, int]]) -> None:
+        items = [(g.context, g._pending[:n]) for g, n in plan]
+        try:
+            self._model.forward_batch(items, "last")
+        except ContextOverflow:
+            # The KV pages ran out for the batch (forward_batch changed nothing): go one by one,
+            # so that only the sequences that do not fit fail.
+            for generation, n in plan:
+                try:
+                    self._model.forward_batch([(generation.context, generation._pending[:n])])
+                except ContextOverflow as error:
+                    generation._fail(error)
+                    continue
+                generation._pending = generation._pending[n:]
+            return
+        for generation, n in plan:
+            generation._pending = generation._pending[n:]

@@ -1,0 +1,133 @@
+"""The scheduler: generations from many threads run batched, each giving exactly what it gives
+alone; cancellation frees pages at once; running out of KV pages fails only the sequences that
+do not fit."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import llamay
+from llamay.engine.generate import generate
+
+SYNTH = Path(__file__).parent.parent / "data" / "synth"
+LLAMA2 = SYNTH / "llama2-spm-Q8_0.gguf"
+
+REQUESTS = [
+    {"prompt": "The license", "max_tokens": 20, "temperature": 0},
+    {"prompt": "You may copy and distribute", "max_tokens": 14, "temperature": 0.9, "seed": 7},
+    {"prompt": "Permission", "max_tokens": 25, "temperature": 1.2, "top_k": 0, "seed": 3},
+    {"prompt": "THE SOFTWARE IS PROVIDED", "max_tokens": 9, "repeat_penalty": 1.3, "seed": 11},
+]
+
+
+def run_alone(model, request) -> list[int]:
+    generation = generate(model, **request)
+    tokens = list(generation)
+    generation.context.close()
+    return tokens
+
+
+def run_together(model, requests) -> list[list[int]]:
+    results: list[list[int] | None] = [None] * len(requests)
+    barrier = threading.Barrier(len(requests))
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        results[i] = run_alone(model, requests[i])
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(requests))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+@pytest.fixture(scope="module")
+def model():
+    loaded = llamay.load(LLAMA2, n_ctx=64, prefix_cache=False)
+    yield loaded
+    loaded.close()
+
+
+def test_concurrent_generations_give_exactly_what_they_give_alone(model):
+    alone = [run_alone(model, request) for request in REQUESTS]
+    assert run_together(model, REQUESTS) == alone
+    assert [len(tokens) for tokens in alone] == [20, 14, 25, 9]
+
+
+def test_many_threads_reuse_one_prompt_with_distinct_sequences(model):
+    requests = [
+        {"prompt": "The license", "max_tokens": 12, "seed": 5, "sequence": i} for i in range(6)
+    ]
+    together = run_together(model, requests)
+    assert together == [run_alone(model, r) for r in requests]
+    assert len({tuple(t) for t in together}) > 1  # the sequence number keys the draws
+
+
+def test_a_long_prompt_is_fed_in_chunks_beside_running_decodes(tmp_path):
+    with llamay.load(LLAMA2, n_ctx=512, n_batch=16, prefix_cache=False) as model:
+        long_prompt = model.tokenize("The license " * 60)[:300]
+        requests = [
+            {"prompt": long_prompt, "max_tokens": 8, "temperature": 0},
+            {"prompt": "Permission", "max_tokens": 30, "temperature": 0},
+        ]
+        model._scheduler._prefill_budget = 37  # chunks of an odd size, across pages
+        assert run_together(model, requests) == [run_alone(model, r) for r in requests]
+
+
+def test_cancelling_frees_the_pages_of_the_generations_own_context(model):
+    baseline = model.kv_stats()["pages_used"]
+    generation = generate(model, "The license", max_tokens=40, temperature=0)
+    next(generation)
+    assert model.kv_stats()["pages_used"] > baseline
+    generation.cancel()
+    assert list(generation) == [] or generation.finish_reason == "cancelled"
+    assert generation.finish_reason == "cancelled"
+    assert model.kv_stats()["pages_used"] == baseline
+
+
+def test_running_out_of_pages_fails_only_what_does_not_fit():
+    with llamay.load(LLAMA2, n_ctx=64, page_tokens=16) as probe:
+        page_bytes = probe.kv_stats()["bytes_per_page"]
+    with llamay.load(LLAMA2, n_ctx=64, page_tokens=16, kv_memory=8 * page_bytes) as model:
+        assert model.kv_stats()["pages_total"] == 8
+        held = model.context()
+        held.feed(list(range(3, 60)))  # 4 pages, leaving room for one more full context
+        generations = [generate(model, p, temperature=0) for p in ("The license", "Permission")]
+        outcomes = []
+        for generation in generations:
+            try:
+                list(generation)
+                outcomes.append(generation.finish_reason)
+            except llamay.ContextOverflow as error:
+                outcomes.append(str(error))
+        failures = [o for o in outcomes if o != "length"]
+        assert failures and all(o.startswith("the KV cache is full") for o in failures)
+        assert held.tokens == list(range(3, 60))  # what was running keeps its state
+        held.close()
+
+
+def test_a_closed_model_refuses_new_generations():
+    model = llamay.load(LLAMA2, n_ctx=64)
+    run_alone(model, REQUESTS[0])
+    model.close()
+    with pytest.raises(llamay.LlamayError, match="closed"):
+        generate(model, "The license", max_tokens=2)
+
+
+def test_embeddings_are_the_mean_of_the_normed_hidden_states(model):
+    ids = model.tokenize("The license")
+    with model.context() as context:
+        hidden = model.forward_batch([(context, ids)], "hidden")[0]
+    assert hidden.shape == (len(ids), model.n_embd)
+    mean = hidden.astype(np.float64).mean(axis=0)
+    vector = model.embed("The license")
+    assert np.allclose(vector, mean / np.linalg.norm(mean), atol=1e-6)
+    assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-6)
+    assert np.array_equal(model.embed(ids, normalize=False), mean.astype(np.float32))
+    assert not np.allclose(vector, model.embed("Permission"))
