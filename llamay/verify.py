@@ -1,0 +1,325 @@
+"""`llamay verify`: the determinism checks, on a user's model or on the built-in synthetic one.
+
+llamay promises that the logits of a sequence are the same bits however they are computed:
+whatever the thread count, whichever sequences share the batch, however the prompt is cut into
+steps, whether the sequence was forked from another or restored from a snapshot; and that a
+seeded generation samples the same tokens every time. Each check here computes one sequence
+several ways and compares every logit of every position with `np.array_equal`.
+
+The reference is a context fed the sequence with all logits, which never takes cached pages
+(Model.forward_batch), so it is computed anew; models are loaded as users run them, prefix
+cache on, so that the path through cached pages is compared with it too.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import llamay
+from llamay.engine import Context, Model
+from llamay.errors import SnapshotMismatch
+from llamay.models.synthetic import write_builtin
+from llamay.store import resolve_model
+
+# Small pages and a small context: forks, chunks and batches cross many page boundaries.
+PAGE_TOKENS = 16
+N_CTX = 256
+PROMPT = 100  # tokens: six pages and a quarter
+DECODE = 8  # single-token steps after the prompt, as generation makes them
+SEQUENCE = PROMPT + DECODE
+SAMPLED = 32  # tokens per seeded generation
+SEED = 1234
+TEXT = (
+    "Determinism is a promise about bits. A model that answers the same question twice should "
+    "give the same answer twice, whether it ran on one core or on sixteen, alone or beside a "
+    "hundred other requests, from a cold start or from a cached prefix, a fork, or a snapshot "
+    "saved to disk last week. Floating point arithmetic is not associative, so every sum must "
+    "be taken in the same order every time; this command checks that it is."
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check's outcome: `figure` says what was measured, `numbers` holds the figures."""
+
+    name: str
+    passed: bool
+    figure: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "passed": self.passed, "figure": self.figure, **self.numbers}
+
+
+def compare_logits(name: str, pairs: Iterable[tuple[np.ndarray, np.ndarray]]) -> Check:
+    """PASS when every (expected, got) pair of logit arrays is bitwise equal; the figure is the
+    largest |Δlogit| over all of them and the number of positions (rows) compared."""
+    equal, worst, positions = True, 0.0, 0
+    for expected, got in pairs:
+        expected, got = np.atleast_2d(expected), np.atleast_2d(got)
+        if expected.shape != got.shape:
+            equal, worst = False, float("inf")
+            continue
+        equal &= bool(np.array_equal(expected, got))
+        diff = np.nan_to_num(np.abs(expected - got), nan=np.inf)
+        worst = max(worst, float(diff.max(initial=0.0)))
+        positions += len(expected)
+    return Check(
+        name,
+        equal,
+        f"max |Δlogit| = {worst:g} over {positions} positions",
+        {"max_abs_diff": worst if np.isfinite(worst) else None, "positions": positions},
+    )
+
+
+def run_checks(model: str | os.PathLike[str] | None = None) -> Iterator[Check]:
+    """The checks on MODEL (a path or store name), or on the built-in synthetic model when
+    None, each yielded as it finishes. A check that raises fails, naming the error."""
+    path = None if model is None else resolve_model(model)
+    with tempfile.TemporaryDirectory(prefix="llamay-verify-") as tmp:
+        work = Path(tmp)
+        if path is None:
+            path = write_builtin(work / "synthetic.gguf")
+        # A snapshot must be refused by a model of other weights; synthetic ones cost nothing.
+        other = write_builtin(work / "other-weights.gguf", seed=1)
+        counts = sorted({1, 2, len(os.sched_getaffinity(0))})
+        models = {
+            k: llamay.load(path, threads=k, n_ctx=N_CTX, page_tokens=PAGE_TOKENS) for k in counts
+        }
+        try:
+            main = models[counts[-1]]
+            sequence = token_stream(main, SEQUENCE)
+            steps: list[tuple[str, Callable[[str], Check]]] = [
+                (
+                    f"thread counts ({', '.join(map(str, counts))})",
+                    lambda name: check_thread_counts(name, models, sequence),
+                ),
+                (
+                    "batch company (alone, beside 3 others)",
+                    lambda name: check_batch_company(name, main, sequence),
+                ),
+                (
+                    "prefill (whole, chunked, token by token)",
+                    lambda name: check_prefill_shapes(name, main, sequence),
+                ),
+                ("fork continuation vs cold", lambda name: check_forks(name, main, sequence)),
+                (
+                    "snapshot round trip",
+                    lambda name: check_snapshot(name, models, sequence, work, other),
+                ),
+                ("seeded sampling", lambda name: check_sampling(name, models, sequence[:40])),
+            ]
+            for name, step in steps:
+                started = time.perf_counter()
+                try:
+                    check = step(name)
+                except Exception as exc:  # a crash is a failed check, reported with the rest
+                    check = Check(name, False, f"raised {type(exc).__name__}: {exc}")
+                seconds = round(time.perf_counter() - started, 3)
+                yield Check(
+                    check.name, check.passed, check.figure, check.numbers | {"seconds": seconds}
+                )
+        finally:
+            for m in models.values():
+                m.close()
+
+
+def token_stream(model: Model, n: int, offset: int = 0) -> list[int]:
+    """n tokens of TEXT (repeated as needed), from token `offset` of its tokenization."""
+    ids = model.tokenize(TEXT, add_bos=False)
+    return np.resize(np.asarray(ids), offset + n)[offset:].tolist()
+
+
+def cold(model: Model, ids: Sequence[int]) -> np.ndarray:
+    """The logits after every token of ids, fed whole to a new context."""
+    with model.context() as ctx:
+        return ctx.feed(ids, all_logits=True)
+
+
+def feed_in_pieces(model: Model, ids: Sequence[int], sizes: Iterable[int]) -> np.ndarray:
+    """The logits of ids fed to a new context in pieces of the given sizes (then the rest)."""
+    rows, at = [], 0
+    with model.context() as ctx:
+        for size in [*sizes, len(ids)]:
+            if at < len(ids):
+                rows.append(ctx.feed(ids[at : at + size], all_logits=True))
+                at += size
+    return np.concatenate(rows)
+
+
+def prefill_then_decode(model: Model, sequence: Sequence[int]) -> np.ndarray:
+    """The logits of the prompt fed whole, then of each later token fed alone."""
+    return feed_in_pieces(model, sequence, [PROMPT, *[1] * DECODE])
+
+
+def check_thread_counts(name: str, models: dict[int, Model], sequence: list[int]) -> Check:
+    """The same sequence on models loaded with each thread count."""
+    first, *rest = [prefill_then_decode(m, sequence) for m in models.values()]
+    return compare_logits(name, ((first, other) for other in rest))
+
+
+def check_batch_company(name: str, model: Model, sequence: list[int]) -> Check:
+    """The sequence alone vs in forward passes beside three other contexts at other positions
+    (the prompt in two passes, one cut into two steps by n_batch; then decode steps)."""
+    expected = prefill_then_decode(model, sequence)
+    target, *others = (model.context() for _ in range(4))
+    try:
+        others[0].feed(token_stream(model, 23, offset=5))
+        got = []
+        half = PROMPT * 3 // 5
+        out = model.forward_batch(
+            [
+                (others[0], token_stream(model, 37, offset=11)),
+                (others[1], token_stream(model, 64, offset=17)),
+                (target, sequence[:half]),  # its tokens straddle the n_batch cut at 128
+                (others[2], token_stream(model, 9, offset=3)),
+            ],
+            "all",
+        )
+        got.append(out[2])
+        out = model.forward_batch(
+            [(others[1], [sequence[0]]), (target, sequence[half:PROMPT]), (others[0], [7, 8])],
+            "all",
+        )
+        got.append(out[1])
+        for i, token in enumerate(sequence[PROMPT:]):
+            company = [(c, [sequence[(i * 7 + j) % PROMPT]]) for j, c in enumerate(others)]
+            out = model.forward_batch(
+                [*company[: i % 4], (target, [token]), *company[i % 4 :]], "all"
+            )
+            got.append(out[i % 4])
+        return compare_logits(name, [(expected, np.concatenate(got))])
+    finally:
+        for ctx in (target, *others):
+            ctx.close()
+
+
+def check_prefill_shapes(name: str, model: Model, sequence: list[int]) -> Check:
+    """The sequence fed whole vs in uneven chunks vs token by token."""
+    expected = cold(model, sequence)
+    chunked = feed_in_pieces(model, sequence, [1, 15, 17, 32, 3, 29])
+    single = feed_in_pieces(model, sequence, [1] * len(sequence))
+    return compare_logits(name, [(expected, chunked), (expected, single)])
+
+
+def check_forks(name: str, model: Model, sequence: list[int]) -> Check:
+    """Forks continued past page boundaries, and their parents continued differently, vs cold
+    contexts fed the whole of each; then a new context that takes the forks' cached pages."""
+    expected = cold(model, sequence)
+    pairs = []
+    # A fork inside a page shares a partial page (copied on the first write); one at a page
+    # boundary shares only full pages.
+    for at in (37, 3 * PAGE_TOKENS):
+        detour = token_stream(model, 30, offset=at + 13)
+        with model.context() as parent:
+            parent.feed(sequence[:at])
+            with parent.fork() as child:
+                pairs.append(
+                    (expected[at:PROMPT], child.feed(sequence[at:PROMPT], all_logits=True))
+                )
+                pairs.append(
+                    (cold(model, sequence[:at] + detour)[at:], parent.feed(detour, all_logits=True))
+                )
+                for i in range(PROMPT, SEQUENCE):
+                    child.feed([sequence[i]])
+                    pairs.append((expected[i], child.logits()))
+    hits = model.kv_stats()["prefix_hits"]
+    with model.context() as cached:
+        cached.feed(sequence)
+        pairs.append((expected[-1], cached.logits()))
+    reused = model.kv_stats()["prefix_hits"] - hits
+    check = compare_logits(name, pairs)
+    return Check(
+        check.name, check.passed, check.figure, check.numbers | {"prefix_reused": reused > 0}
+    )
+
+
+def check_snapshot(
+    name: str, models: dict[int, Model], sequence: list[int], work: Path, other: Path
+) -> Check:
+    """A context saved and restored (into the same model and into one of each other thread
+    count) has the original's tokens and logits, samples what the original samples and
+    continues as a cold context does; a model of other weights refuses the snapshot."""
+    model = models[max(models)]
+    cut = 70
+    snapshot = work / "verify.snapshot"
+    expected = cold(model, sequence)[cut:]
+    prompt = sequence[cut : cut + 3]
+    pairs = []
+    with model.context() as original:
+        original.feed(sequence[:cut])
+        original.save(snapshot)
+        with original.fork() as fork:
+            sampled = sample(model, prompt, SEED, fork)
+        same_tokens = same_samples = True
+        for into in models.values():
+            with into.restore(snapshot) as restored:
+                same_tokens &= restored.tokens == original.tokens
+                pairs.append((original.logits(), restored.logits()))
+                with restored.fork() as fork:
+                    same_samples &= sample(into, prompt, SEED, fork) == sampled
+                pairs.append((expected, restored.feed(sequence[cut:], all_logits=True)))
+    with llamay.load(other, n_ctx=N_CTX, page_tokens=PAGE_TOKENS) as stranger:
+        try:
+            stranger.restore(snapshot).close()
+            refused = False
+        except SnapshotMismatch:
+            refused = True
+    check = compare_logits(name, pairs)
+    figure = check.figure + ("" if same_tokens else "; context tokens DIFFER")
+    figure += "; samples identical" if same_samples else "; samples DIFFER"
+    figure += "; other weights refused" if refused else "; other weights NOT refused"
+    return Check(
+        check.name,
+        check.passed and same_tokens and same_samples and refused,
+        figure,
+        check.numbers
+        | {
+            "tokens_equal": same_tokens,
+            "samples_equal": same_samples,
+            "other_weights_refused": refused,
+        },
+    )
+
+
+def sample(model: Model, prompt: list[int], seed: int, context: Context | None = None) -> list[int]:
+    """SAMPLED tokens at temperature 0.8 after prompt, in `context` (left open) or a new one."""
+    generation = model.generate(
+        prompt, max_tokens=SAMPLED, temperature=0.8, seed=seed, context=context
+    )
+    tokens = list(generation)
+    if context is None:
+        generation.context.close()
+    return tokens
+
+
+def check_sampling(name: str, models: dict[int, Model], prompt: list[int]) -> Check:
+    """Seeded generations sample the same tokens: twice on one model, once on each other
+    thread count, and once batched beside three other generations (the scheduler runs them in
+    the same forward steps). Another seed should sample others (reported, not required)."""
+    main = models[max(models)]
+    runs = [sample(main, prompt, SEED)] + [sample(m, prompt, SEED) for m in models.values()]
+    with ThreadPoolExecutor(4) as pool:
+        prompts = [prompt, *(token_stream(main, 20 + 9 * i, offset=i + 1) for i in range(3))]
+        batched = list(pool.map(lambda p: sample(main, p, SEED), prompts))
+    runs.append(batched[0])
+    same = all(run == runs[0] for run in runs)
+    other_seed_differs = sample(main, prompt, SEED + 1) != runs[0]
+    outcome = "identical" if same else "DIFFER"
+    figure = f"seed {SEED}, {len(runs)} runs of {len(runs[0])} tokens: {outcome}"
+    figure += "; another seed differs" if other_seed_differs else "; another seed samples the same"
+    return Check(
+        name,
+        same,
+        figure,
+        {"runs": len(runs), "tokens": len(runs[0]), "other_seed_differs": other_seed_differs},
+    )
