@@ -41,3 +41,11 @@ class GrammarError(LlamayError):
 
 class ContextOverflow(LlamayError):
     """More tokens than the context can hold."""
+
+
+class PullError(LlamayError):
+    """A model could not be pulled into the store (not found, refused, interrupted, no space)."""
+
+
+class DigestMismatch(PullError):
+    """Downloaded or imported bytes whose sha256 is not the one they were announced with."""

@@ -1,14 +1,38 @@
-"""The model store: resolving MODEL arguments to files, and (later) pulled models."""
+"""The model store: resolving MODEL arguments to files, pulling models, and what it holds.
+
+Layout under $LLAMAY_HOME (see paths.py); names in names.py; `pull` in pulling.py.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from llamay.errors import ModelNotFound
-from llamay.store.builtin import PACKAGED, packaged_model_path
+from llamay.store.blobs import has_blob, import_blob
+from llamay.store.catalog import (
+    ModelEntry,
+    copy,
+    create,
+    list_models,
+    model_info,
+    model_path,
+    remove,
+)
 from llamay.store.paths import llamay_home
 
-__all__ = ["llamay_home", "resolve_model"]
+__all__ = [
+    "ModelEntry",
+    "copy",
+    "create",
+    "has_blob",
+    "import_blob",
+    "list_models",
+    "llamay_home",
+    "model_info",
+    "pull",
+    "remove",
+    "resolve_model",
+]
 
 
 def resolve_model(model: str | Path) -> Path:
@@ -19,12 +43,18 @@ def resolve_model(model: str | Path) -> Path:
         if path.is_dir():
             raise ModelNotFound(f"{text}: is a directory, not a GGUF file")
         return path
-    if text in PACKAGED:
-        return packaged_model_path(PACKAGED[text])
-    if text.endswith(".gguf") or text.startswith(("/", ".", "~")):
-        raise ModelNotFound(f"{text}: no such file")
-    known = ", ".join(sorted(PACKAGED))
-    raise ModelNotFound(
-        f"{text}: not a file and not a model in the store ({llamay_home()}); "
-        f"built-in names: {known}"
-    )
+    try:
+        return model_path(text)  # a pulled name (a URL or a path pulled before counts too)
+    except ModelNotFound:
+        if "://" not in text and (text.endswith(".gguf") or text.startswith(("/", ".", "~"))):
+            raise ModelNotFound(f"{text}: no such file") from None
+        raise
+
+
+def __getattr__(attribute: str):
+    # `pull` brings in httpx; load it on first use rather than with every `import llamay`.
+    if attribute == "pull":
+        from llamay.store.pulling import pull
+
+        return pull
+    raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")

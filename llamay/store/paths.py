@@ -1,4 +1,8 @@
-"""Where the store lives, and the one way llamay writes a file: temp file, fsync, rename."""
+"""Where the store lives, and the one way llamay writes a file: temp file, fsync, rename.
+
+Layout under $LLAMAY_HOME (Ollama's): blobs/sha256-<hex> (content-addressed, immutable),
+manifests/<host>/<namespace>/<model>/<tag> (JSON), locks/ (one lock file per name or blob).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,16 @@ def llamay_home() -> Path:
 
 def blobs_dir() -> Path:
     path = llamay_home() / "blobs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def manifests_dir() -> Path:
+    return llamay_home() / "manifests"
+
+
+def locks_dir() -> Path:
+    path = llamay_home() / "locks"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -39,7 +53,12 @@ def write_atomically(target: Path, fill: Callable[[BinaryIO], None]) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    dir_fd = os.open(target.parent, os.O_RDONLY)
+    fsync_dir(target.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename in `path` durable."""
+    dir_fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
