@@ -1,0 +1,81 @@
+"""Printing answers as they are made: the text to stdout, token logprobs and stats to stderr, and
+Ctrl-C that ends the answer between two tokens."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from llamay.engine import Model
+from llamay.errors import ContextOverflow
+
+
+def stream_local(model: Model, generation: Any, logprobs: bool) -> str:
+    """Print a generation's text as it comes (stop strings held back and cut, whole characters
+    only); with `logprobs`, one JSON line per token on stderr. Returns all the text."""
+    texts = []
+    for piece in generation.pieces():
+        if piece.text:
+            texts.append(piece.text)
+            sys.stdout.write(piece.text)
+            sys.stdout.flush()
+        if logprobs and piece.token is not None:  # (a last piece may only release held text)
+            line = {"token": piece.token, "text": model.detokenize([piece.token])}
+            click.echo(json.dumps(line | {"logprob": round(piece.logprob, 6)}), err=True)
+    return "".join(texts)
+
+
+def stream_remote(reply: Iterator[str]) -> str:
+    """Print a remote answer's text deltas as they come. Returns all the text."""
+    texts = []
+    for text in reply:
+        texts.append(text)
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return "".join(texts)
+
+
+@contextlib.contextmanager
+def ctrl_c_cancels(generation: Any) -> Iterator[None]:
+    """Ctrl-C ends the generation between two tokens, leaving its context whole."""
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: generation.cancel())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def check_fits(model: Model, n_tokens: int, what: str) -> None:
+    """Refuse input that leaves no room for a single generated token."""
+    if n_tokens >= model.n_ctx:
+        raise ContextOverflow(
+            f"{what} is {n_tokens} tokens but the context holds {model.n_ctx}, leaving no room "
+            "to generate: shorten it or raise -c"
+        )
+
+
+def local_stats(generation: Any, seed: int | None) -> str:
+    """Token counts, speeds and how the generation ended, as one line."""
+    timings = generation.timings
+    stats = (
+        f"prompt {generation.n_prompt} tokens ({rate(generation.n_prompt, timings['prompt_s'])}), "
+        f"generated {generation.n_generated} tokens "
+        f"({rate(generation.n_generated, timings['generate_s'])}), "
+        f"finish: {generation.finish_reason}"
+    )
+    return stats + (f", seed {seed}" if seed is not None else "")
+
+
+def rate(tokens: int, seconds: float) -> str:
+    return f"{tokens / seconds:.1f} t/s" if tokens and seconds > 0 else "-"
+
+
+def echo_stats(stats: str) -> None:
+    # On a terminal the stats start a line of their own (the text need not end one).
+    click.echo(("\n" if sys.stderr.isatty() else "") + stats, err=True)
