@@ -108,7 +108,10 @@ class Scheduler:
             if generation._cancelled and (generation._owns_context or not generation._pending):
                 generation._finish("cancelled")
             elif not generation._pending:
-                generation._advance()
+                try:
+                    generation._advance()
+                except Exception as error:  # this sequence's own failure, not its neighbours'
+                    generation._fail(error)
         feeding = [g for g in running if g._pending and not g._done]
         if not feeding:
             return

@@ -131,3 +131,13 @@ def test_embeddings_are_the_mean_of_the_normed_hidden_states(model):
     assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-6)
     assert np.array_equal(model.embed(ids, normalize=False), mean.astype(np.float32))
     assert not np.allclose(vector, model.embed("Permission"))
+
+
+def test_one_sequences_failure_does_not_touch_its_neighbours(model):
+    expected = run_alone(model, REQUESTS[0])
+    healthy = generate(model, **REQUESTS[0])
+    broken = generate(model, "Permission", max_tokens=5, logit_bias={10**6: 1.0})
+    with pytest.raises(ValueError, match="logit_bias names token 1000000"):
+        list(broken)
+    assert list(healthy) == expected
+    healthy.context.close()
