@@ -98,6 +98,9 @@ class Scheduler:
                         generation._fail(error)
             with self._wakeup:
                 self._running = [g for g in self._running if not g._done]
+            # Hold no finished generation while idle: its context closes when its caller lets
+            # go of it, and its pages must not wait for the next request.
+            del running
 
     def _step(self, running: list[Generation]) -> None:
         for generation in running:

@@ -141,3 +141,15 @@ def test_one_sequences_failure_does_not_touch_its_neighbours(model):
         list(broken)
     assert list(healthy) == expected
     healthy.context.close()
+
+
+def test_a_finished_generation_let_go_of_frees_its_pages(model):
+    import gc
+
+    baseline = model.kv_stats()["pages_used"]
+    generation = generate(model, "The license", max_tokens=8, temperature=0)
+    assert len(list(generation)) == 8
+    assert model.kv_stats()["pages_used"] > baseline
+    del generation
+    gc.collect()
+    assert model.kv_stats()["pages_used"] == baseline
