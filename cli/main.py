@@ -51,12 +51,18 @@ def cli() -> None:
 
 def _register() -> None:
     from .bench import bench
+    from .cp import cp
+    from .ls import ls
     from .perplexity import perplexity
+    from .pull import pull
+    from .rm import rm
     from .run import run
+    from .serve import serve
     from .show import show
     from .tokenize import tokenize
+    from .verify import verify
 
-    for command in (show, tokenize, run, perplexity, bench):
+    for command in (show, tokenize, run, perplexity, bench, serve, verify, pull, ls, rm, cp):
         cli.add_command(command)
 
 

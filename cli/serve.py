@@ -1,0 +1,140 @@
+"""`llamay serve`: the HTTP server (OpenAI, Anthropic and Ollama APIs and llamay's own) on waitress."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from pathlib import Path
+
+import click
+
+from llamay.errors import LlamayError
+from llamay.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig
+from llamay.server.models import parse_keep_alive
+from llamay.state import parse_size
+
+
+@click.command()
+@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Requests served at once (their generations are batched together).",
+)
+@click.option(
+    "--api-key",
+    envvar="LLAMAY_API_KEY",
+    help="Require this key on every request (`Authorization: Bearer KEY` or `x-api-key`). "
+    "[env: LLAMAY_API_KEY]",
+)
+@click.option(
+    "--insecure-no-key",
+    is_flag=True,
+    help="Listen beyond loopback without an API key (anyone who can reach the port may use it).",
+)
+@click.option("--kv-memory", help="KV cache budget of each loaded model, e.g. 2GiB.")
+@click.option("-c", "--ctx-size", "n_ctx", type=click.IntRange(min=1), help="Tokens per context.")
+@click.option("--model-threads", type=click.IntRange(min=1), help="CPU threads per forward step.")
+@click.option(
+    "--max-memory",
+    help="Memory all loaded models may take together (weights + KV budget), e.g. 8GiB; "
+    "the least recently used is unloaded to make room. [default: 3/4 of RAM]",
+)
+@click.option(
+    "--keep-alive",
+    default="5m",
+    show_default=True,
+    help="How long a model stays loaded after its last use (-1: forever).",
+)
+@click.option(
+    "--models-dir",
+    "model_dirs",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A directory whose .gguf files requests may name by path (repeatable).",
+)
+@click.option(
+    "--alias",
+    "aliases",
+    multiple=True,
+    metavar="NAME=MODEL",
+    help="Serve MODEL under another name too, e.g. gpt-4o-mini=gemma3:270m (repeatable).",
+)
+@click.option(
+    "--max-body",
+    default="32MiB",
+    show_default=True,
+    help="Largest request body in bytes (or a size, e.g. 64MiB); larger ones get 413.",
+)
+def serve(
+    host: str,
+    port: int,
+    threads: int,
+    api_key: str | None,
+    insecure_no_key: bool,
+    kv_memory: str | None,
+    n_ctx: int | None,
+    model_threads: int | None,
+    max_memory: str | None,
+    keep_alive: str,
+    model_dirs: tuple[Path, ...],
+    aliases: tuple[str, ...],
+    max_body: str,
+) -> None:
+    """Serve models over HTTP at http://127.0.0.1:11435 (OpenAI: /v1/chat/completions,
+    Anthropic: /v1/messages, Ollama: /api/chat, ...). Models are loaded on first use."""
+    import waitress
+
+    from llamay.server import create_app
+
+    if not api_key and not insecure_no_key and not _is_loopback(host):
+        raise LlamayError(
+            f"refusing to listen on {host} without an API key: anyone who can reach it could use "
+            "the server; pass --api-key KEY (or set LLAMAY_API_KEY), or --insecure-no-key"
+        )
+    config = ServerConfig(
+        host=host,
+        port=port,
+        threads=threads,
+        api_key=api_key or None,
+        kv_memory=_size(kv_memory, "--kv-memory") if kv_memory else None,
+        n_ctx=n_ctx,
+        model_threads=model_threads,
+        memory_budget=_size(max_memory, "--max-memory") if max_memory else None,
+        keep_alive=parse_keep_alive(keep_alive, 300.0),
+        max_body_bytes=_size(max_body, "--max-body"),
+        model_dirs=model_dirs,
+        aliases=dict(_alias(text) for text in aliases),
+    )
+    app = create_app(config)
+    click.echo(f"llamay serving on http://{_url_host(host)}:{port}", err=True)
+    waitress.serve(app, host=host, port=port, threads=threads, ident="llamay", _quiet=True)
+
+
+def _size(text: str, option: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint=option) from None
+
+
+def _alias(text: str) -> tuple[str, str]:
+    name, sep, model = text.partition("=")
+    if not sep or not name or not model:
+        raise click.BadParameter(f"{text!r} is not NAME=MODEL", param_hint="--alias")
+    return name, model
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except socket.gaierror as error:
+        raise LlamayError(f"cannot listen on {host}: {error.strerror}") from None
+    return all(ipaddress.ip_address(address.split("%")[0]).is_loopback for address in addresses)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

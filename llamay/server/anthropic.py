@@ -1,0 +1,455 @@
+"""The Anthropic Messages API: /v1/messages, /v1/messages/count_tokens, and /v1/models in
+Anthropic's shape (for requests that carry `anthropic-version`).
+
+Messages are translated into the OpenAI-shaped conversation inference.py renders: text blocks
+become text, tool_use blocks tool calls, tool_result blocks tool messages. Both API versions the
+SDKs send (and both ways of giving the key) are accepted; unknown fields are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+import falcon
+
+from llamay.server import inference, openapi, remote, sse
+from llamay.server.errors import ApiError, error_body, from_exception, read_json
+from llamay.server.state import ServerState
+
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "cancelled": "end_turn"}
+
+
+def add_routes(app: falcon.App, state: ServerState) -> None:
+    app.add_route("/v1/messages", _Messages(state))
+    app.add_route("/v1/messages/count_tokens", _CountTokens(state))
+    errors = {
+        400: "bad request",
+        401: "missing or wrong API key",
+        404: "unknown model",
+        413: "body too large",
+    }
+    openapi.describe(
+        "POST",
+        "/v1/messages",
+        "Anthropic message",
+        tag="anthropic",
+        request={"type": "object", "required": ["model", "messages", "max_tokens"]},
+        response={"type": "object"},
+        errors=errors,
+        stream_type="text/event-stream",
+    )
+    openapi.describe(
+        "POST",
+        "/v1/messages/count_tokens",
+        "Anthropic token count",
+        tag="anthropic",
+        request={"type": "object", "required": ["model", "messages"]},
+        response={"type": "object", "properties": {"input_tokens": {"type": "integer"}}},
+        errors=errors,
+    )
+
+
+def model_list(names: Mapping[str, int]) -> dict[str, Any]:
+    """/v1/models in Anthropic's shape (one page holding every model)."""
+    data = [model_object(name, made) for name, made in names.items()]
+    return {
+        "data": data,
+        "has_more": False,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+    }
+
+
+def model_object(name: str, made: int) -> dict[str, Any]:
+    created_at = datetime.fromtimestamp(made, timezone.utc).isoformat().replace("+00:00", "Z")
+    return {"type": "model", "id": name, "display_name": name, "created_at": created_at}
+
+
+class _Request:
+    """A Messages request read into what inference.py takes."""
+
+    def __init__(self, state: ServerState, body: Mapping[str, Any], *, generating: bool) -> None:
+        name = body.get("model")
+        if not isinstance(name, str) or not name:
+            raise ApiError(400, "model: a model name is required, such as gemma3:270m")
+        if generating and body.get("max_tokens") is None:
+            raise ApiError(400, "max_tokens: Field required")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise ApiError(400, "messages: a non-empty list of messages is required")
+        self.name = name
+        self.model = state.models.get(name)
+        self.tools = _tools(body.get("tools"))
+        self.choice, self.named = _tool_choice(body.get("tool_choice"), self.tools)
+        conversation = _system(body.get("system")) + [m for raw in messages for m in _message(raw)]
+        self.prompt = inference.chat_prompt(
+            self.model,
+            conversation,
+            tools=self.tools if self.choice != "none" else None,
+        )
+
+
+class _Messages:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, self.state.config.max_body_bytes)
+        provider = remote.find(body["model"]) if isinstance(body.get("model"), str) else None
+        if provider is not None:
+            _remote_message(self.state, resp, provider, body)
+            return
+        request = _Request(self.state, body, generating=True)
+        tools = request.tools if request.choice != "none" else None
+        grammar = (
+            inference.tool_grammar(tools, request.choice, request.named)
+            if tools
+            else _format_grammar(body.get("output_config"))
+        )
+        kwargs = inference.sampling_kwargs(
+            request.model,
+            max_tokens=body.get("max_tokens"),
+            temperature=body.get("temperature"),
+            top_p=body.get("top_p"),
+            top_k=body.get("top_k"),
+            stop=body.get("stop_sequences"),
+            seed=body.get("seed"),
+            grammar=grammar,
+        )
+        [generation] = inference.start(request.model, request.prompt, 1, kwargs)
+        reply = _Reply(self.state, request, generation, kwargs.get("stop", []), tools)
+        if body.get("stream"):
+            sse.respond(resp, reply.stream(), lambda: inference.release([generation]))
+        else:
+            resp.media = reply.collect()
+
+
+def _remote_message(
+    state: ServerState, resp: falcon.Response, provider: Any, body: Mapping[str, Any]
+) -> None:
+    """A message answered by a remote provider (remote.py), in Anthropic's shape."""
+    messages = body.get("messages")
+    if body.get("max_tokens") is None:
+        raise ApiError(400, "max_tokens: Field required")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "messages: a non-empty list of messages is required")
+    name = body["model"]
+    conversation = _system(body.get("system")) + [m for raw in messages for m in _message(raw)]
+    reply = remote.ask(
+        provider,
+        conversation,
+        max_tokens=body.get("max_tokens"),
+        temperature=body.get("temperature"),
+        stream=bool(body.get("stream")),
+        top_p=body.get("top_p"),
+        stop=body.get("stop_sequences"),
+    )
+    message_id = f"msg_{secrets.token_hex(12)}"
+
+    def message(content: list[Any], stop_reason: str | None, usage: dict[str, int]) -> dict:
+        return {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": name,
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+
+    def usage() -> dict[str, int]:
+        n_prompt, n_generated = reply.n_prompt or 0, reply.n_generated or 0
+        state.metrics.tokens(name, n_prompt, n_generated)
+        return {"input_tokens": n_prompt, "output_tokens": n_generated}
+
+    def events() -> Iterator[bytes]:
+        try:
+            start = message([], None, {"input_tokens": 0, "output_tokens": 0})
+            yield sse.event({"type": "message_start", "message": start}, "message_start")
+            yield from _text_block_start()
+            for text in remote.deltas(reply):
+                yield _text_delta(text)
+            yield sse.event({"type": "content_block_stop", "index": 0}, "content_block_stop")
+            stop = {
+                "stop_reason": _STOP_REASONS[remote.finish_reason(reply)],
+                "stop_sequence": None,
+            }
+            yield sse.event(
+                {"type": "message_delta", "delta": stop, "usage": usage()}, "message_delta"
+            )
+            yield sse.event({"type": "message_stop"}, "message_stop")
+        except Exception as error:
+            yield sse.event(error_body("anthropic", from_exception(error)), "error")
+
+    if body.get("stream"):
+        sse.respond(resp, events(), reply.close)
+        return
+    text = "".join(reply)
+    stop_reason = _STOP_REASONS[remote.finish_reason(reply)]
+    resp.media = message([{"type": "text", "text": text}], stop_reason, usage())
+
+
+class _CountTokens:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, self.state.config.max_body_bytes)
+        request = _Request(self.state, body, generating=False)
+        resp.media = {"input_tokens": len(request.prompt)}
+
+
+class _Reply:
+    """One assistant message, collected or streamed."""
+
+    def __init__(self, state, request, generation, stop, tools) -> None:
+        self.state = state
+        self.request = request
+        self.generation = generation
+        self.stop = stop
+        self.tools = tools
+        self.id = f"msg_{secrets.token_hex(12)}"
+
+    def _call(self) -> dict[str, Any] | None:
+        if not self.tools:
+            return None
+        call = inference.parse_tool_call(self.generation.text, self.tools)
+        if call is None:
+            return None
+        return {
+            "type": "tool_use",
+            "id": f"toolu_{secrets.token_hex(12)}",
+            "name": call["name"],
+            "input": call["arguments"],
+        }
+
+    def _stop(self, call: Any) -> tuple[str, str | None]:
+        outcome = inference.Outcome.of(self.request.model, self.generation, self.stop)
+        if call:
+            return "tool_use", None
+        if outcome.stop_sequence is not None:
+            return "stop_sequence", outcome.stop_sequence
+        return _STOP_REASONS[outcome.finish_reason], None
+
+    def _usage(self) -> dict[str, int]:
+        n_prompt = len(self.request.prompt)
+        self.state.metrics.tokens(self.request.name, n_prompt, self.generation.n_generated)
+        return {"input_tokens": n_prompt, "output_tokens": self.generation.n_generated}
+
+    def _message(
+        self,
+        content: list[Any],
+        stop_reason: str | None,
+        stop_sequence: str | None,
+        usage: dict[str, int],
+    ) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.request.name,
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": stop_sequence,
+            "usage": usage,
+        }
+
+    def collect(self) -> dict[str, Any]:
+        for _ in inference.interleave([self.generation]):
+            pass
+        call = self._call()
+        content = [call] if call else [{"type": "text", "text": self.generation.text}]
+        return self._message(content, *self._stop(call), self._usage())
+
+    def stream(self) -> Iterator[bytes]:
+        """message_start, content_block_start, ping, content_block_delta..., content_block_stop,
+        message_delta (stop reason, cumulative usage), message_stop. An answer that may be a
+        tool call is held until it is known; a call is one tool_use block whose input arrives
+        as an input_json_delta."""
+        pieces = inference.interleave([self.generation])
+        n_prompt = len(self.request.prompt)
+        try:
+            start = self._message([], None, None, {"input_tokens": n_prompt, "output_tokens": 0})
+            yield sse.event({"type": "message_start", "message": start}, "message_start")
+            holding = bool(self.tools)
+            held = ""
+            if not holding:
+                yield from _text_block_start()
+            for _, piece in pieces:
+                if holding:
+                    held += piece.text
+                    stripped = held.lstrip()
+                    if self.request.choice != "auto" or not stripped or stripped.startswith("{"):
+                        continue
+                    holding = False  # text, not a call: send what was held
+                    yield from _text_block_start()
+                    yield _text_delta(held)
+                elif piece.text:
+                    yield _text_delta(piece.text)
+            call = self._call() if holding else None
+            if call:
+                block = {**call, "input": {}}
+                yield sse.event(
+                    {"type": "content_block_start", "index": 0, "content_block": block},
+                    "content_block_start",
+                )
+                yield sse.event({"type": "ping"}, "ping")
+                delta = {
+                    "type": "input_json_delta",
+                    "partial_json": json.dumps(call["input"], ensure_ascii=False),
+                }
+                yield sse.event(
+                    {"type": "content_block_delta", "index": 0, "delta": delta},
+                    "content_block_delta",
+                )
+            elif holding:
+                yield from _text_block_start()
+                if held:
+                    yield _text_delta(held)
+            yield sse.event({"type": "content_block_stop", "index": 0}, "content_block_stop")
+            stop_reason, stop_sequence = self._stop(call)
+            yield sse.event(
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
+                    "usage": self._usage(),
+                },
+                "message_delta",
+            )
+            yield sse.event({"type": "message_stop"}, "message_stop")
+        except Exception as error:  # the status line is gone: report in the stream
+            yield sse.event(error_body("anthropic", from_exception(error)), "error")
+        finally:
+            pieces.close()
+
+
+def _text_block_start() -> Iterator[bytes]:
+    block = {"type": "text", "text": ""}
+    yield sse.event(
+        {"type": "content_block_start", "index": 0, "content_block": block}, "content_block_start"
+    )
+    yield sse.event({"type": "ping"}, "ping")
+
+
+def _text_delta(text: str) -> bytes:
+    delta = {"type": "text_delta", "text": text}
+    return sse.event(
+        {"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta"
+    )
+
+
+def _format_grammar(output_config: Any) -> Any:
+    """The grammar of `output_config.format` (a JSON schema the answer must follow), if any."""
+    output_format = output_config.get("format") if isinstance(output_config, Mapping) else None
+    if not output_format:
+        return None
+    if not isinstance(output_format, Mapping) or output_format.get("type") != "json_schema":
+        raise ApiError(400, "output_config.format: type must be json_schema, with a schema")
+    return inference.json_grammar("json_schema", output_format.get("schema"))
+
+
+# --- request translation ------------------------------------------------------------------------
+
+
+def _system(system: Any) -> list[dict[str, Any]]:
+    if system is None or system == "":
+        return []
+    return [{"role": "system", "content": _blocks_text(system, "system")}]
+
+
+def _blocks_text(content: Any, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for block in content:
+            if not isinstance(block, Mapping) or block.get("type") != "text":
+                kind = block.get("type") if isinstance(block, Mapping) else type(block).__name__
+                raise ApiError(
+                    400, f"{where}: blocks of type {kind!r} are not supported here; send text"
+                )
+            texts.append(str(block.get("text", "")))
+        return "\n".join(texts)
+    raise ApiError(400, f"{where}: content must be a string or a list of blocks")
+
+
+def _message(raw: Any) -> list[dict[str, Any]]:
+    """One Anthropic message as OpenAI-shaped messages (tool results become tool messages)."""
+    if not isinstance(raw, Mapping) or raw.get("role") not in ("user", "assistant", "system"):
+        raise ApiError(
+            400, "messages: each message needs a role of 'user' or 'assistant' and content"
+        )
+    role = raw["role"]
+    content = raw.get("content")
+    if role == "system" or isinstance(content, str):
+        return [{"role": role, "content": _blocks_text(content, "messages")}]
+    if not isinstance(content, list):
+        raise ApiError(400, "messages: content must be a string or a list of blocks")
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for block in content:
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        if kind == "text":
+            texts.append(str(block.get("text", "")))
+        elif kind == "tool_use" and role == "assistant":
+            arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
+            function = {"name": block.get("name"), "arguments": arguments}
+            calls.append({"id": block.get("id"), "type": "function", "function": function})
+        elif kind == "tool_result" and role == "user":
+            text = _blocks_text(block.get("content") or "", "tool_result")
+            if block.get("is_error"):
+                text = f"Error: {text}"
+            results.append(
+                {"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text}
+            )
+        else:
+            raise ApiError(
+                400, f"messages: {role} content blocks of type {kind!r} are not supported"
+            )
+    messages = list(results)
+    if texts or calls or not results:
+        message: dict[str, Any] = {"role": role, "content": "\n".join(texts)}
+        if calls:
+            message["tool_calls"] = calls
+        messages.append(message)
+    return messages
+
+
+def _tools(tools: Any) -> list[dict[str, Any]] | None:
+    """Anthropic tools as OpenAI function tools."""
+    if not tools:
+        return None
+    if not isinstance(tools, list):
+        raise ApiError(400, "tools: a list of tools is required")
+    converted = []
+    for tool in tools:
+        if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
+            raise ApiError(400, "tools: each tool needs a name and an input_schema")
+        function = {
+            "name": tool["name"],
+            "description": tool.get("description", ""),
+            "parameters": tool.get("input_schema") or {"type": "object", "properties": {}},
+        }
+        converted.append({"type": "function", "function": function})
+    return converted
+
+
+def _tool_choice(choice: Any, tools: Any) -> tuple[str, str | None]:
+    if choice is None:
+        return ("auto" if tools else "none"), None
+    kind = choice.get("type") if isinstance(choice, Mapping) else None
+    if kind == "auto":
+        return "auto", None
+    if kind == "any":
+        return "required", None
+    if kind == "none":
+        return "none", None
+    if kind == "tool" and isinstance(choice.get("name"), str):
+        return "named", choice["name"]
+    raise ApiError(400, "tool_choice: type must be auto, any, tool (with a name) or none")

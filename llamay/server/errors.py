@@ -1,0 +1,105 @@
+"""Errors as each API family writes them, and reading a request's JSON body.
+
+A route raises `ApiError` (or lets a LlamayError through); app.py renders it in the shape of the
+family the request belongs to, chosen by its path. Client mistakes are 4xx, never 5xx: the
+OpenAI and Anthropic SDKs retry a 5xx.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import falcon
+
+from llamay.errors import ContextOverflow, GrammarError, LlamayError, ModelNotFound
+from llamay.providers import ProviderError
+
+# OpenAI's error `type` for a status; Anthropic names its own types.
+_OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+}
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+class ApiError(Exception):
+    """An answer other than success: an HTTP status and a message the client can act on;
+    `param` names the offending field where there is one."""
+
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+
+
+def from_exception(error: Exception) -> ApiError:
+    """The ApiError for anything a route raised: llamay's own errors are the client's (a model
+    name, a prompt, a schema), anything else is the server's."""
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, ModelNotFound):
+        return ApiError(404, str(error), "model")
+    if isinstance(error, ProviderError):  # the upstream failed, not the client
+        return ApiError(502, str(error))
+    if isinstance(error, (ContextOverflow, GrammarError, LlamayError)):
+        return ApiError(400, str(error))
+    if isinstance(error, falcon.HTTPError):
+        status = int(str(error.status).split()[0])
+        return ApiError(status, error.description or error.title or str(error.status))
+    return ApiError(500, f"internal error: {type(error).__name__}: {error}")
+
+
+def family_of(req: falcon.Request) -> str:
+    """Which API family a request belongs to: "anthropic", "ollama", "native" or "openai"."""
+    path = req.path
+    if path.startswith("/v1/messages") or (
+        path.startswith("/v1/models") and req.get_header("anthropic-version")
+    ):
+        return "anthropic"
+    if path.startswith("/api/"):
+        return "ollama"
+    if path.startswith("/llamay/"):
+        return "native"
+    return "openai"
+
+
+def error_body(family: str, error: ApiError) -> dict[str, Any]:
+    """The JSON body of an error in `family`'s shape."""
+    if family == "anthropic":
+        kind = _ANTHROPIC_TYPES.get(error.status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": error.message}}
+    if family == "ollama":
+        return {"error": error.message}
+    kind = _OPENAI_TYPES.get(error.status, "server_error")
+    return {"error": {"message": error.message, "type": kind, "param": error.param, "code": None}}
+
+
+def read_json(req: falcon.Request, limit: int) -> dict[str, Any]:
+    """The request's body as a JSON object: 413 past `limit` bytes, 400 if it is not one."""
+    if req.content_length is not None and req.content_length > limit:
+        raise ApiError(413, f"the request body is larger than the server's limit ({limit} bytes)")
+    raw = req.bounded_stream.read(limit + 1)
+    if len(raw) > limit:
+        raise ApiError(413, f"the request body is larger than the server's limit ({limit} bytes)")
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise ApiError(400, "the request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, f"the request body must be a JSON object, not {type(body).__name__}")
+    return body

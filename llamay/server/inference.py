@@ -1,0 +1,438 @@
+"""The one place where a request becomes generations, for every API family.
+
+A family route reads its own request shape and calls, in order:
+
+1. `chat_prompt(model, messages, tools=...)` (or `text_prompt`) -> prompt token ids;
+2. `sampling_kwargs(...)` -> the keyword arguments of `model.generate`, checked;
+   `json_grammar(...)` / `tool_grammar(...)` -> the grammar that enforces an output format;
+3. `start(model, prompt, n, kwargs)` -> one Generation per choice;
+4. `interleave(generations)` -> (choice index, Piece) in the order they are made, for streaming
+   or collecting; `Outcome.of(...)` -> what each choice ended with.
+
+Tool calls. Templates that take a `tools` argument get the tool definitions there; for the
+others (Gemma's among them) the definitions go into the system message, with the instruction
+to answer a call as one JSON object `{"name": ..., "arguments": {...}}`. That object is the
+tool-call format in both cases. With tool_choice "required" or a named tool the output is
+constrained by a grammar to such an object whose arguments follow the tool's JSON schema. With
+"auto" the model chooses: the grammar admits either a tool-call object or free text that does
+not start with "{" — the choice is made by the first character, which is what a lazy grammar
+triggered at the start of the answer does (llama.cpp triggers on a marker instead; these
+templates have none). An answer that is a tool call parses into `tool_calls`; any other answer
+is text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llamay.engine import Model
+from llamay.engine.generate import chat_prompt_ids
+from llamay.errors import ContextOverflow
+from llamay.grammar import Grammar
+from llamay.server.errors import ApiError
+
+# The most choices one request may ask for (each one is a sequence in the batch).
+MAX_CHOICES = 16
+MAX_STOP_STRINGS = 16
+MAX_TOP_LOGPROBS = 20
+
+_TOOL_INSTRUCTIONS = (
+    "You can call these tools (JSON schemas of their arguments):\n{tools}\n\n"
+    "To call a tool, answer with only a JSON object of the form "
+    '{{"name": "<tool name>", "arguments": {{...}}}} and nothing else. '
+    "Otherwise answer normally."
+)
+
+# The answer under tool_choice "auto": the tool-call object (the schema grammar's root) or text
+# that does not begin with "{" (possibly none).
+_CALL_OR_TEXT = r"""
+llamay-call-or-text ::= root | llamay-text
+llamay-text ::= ([^{] [^\x00]*)?
+"""
+
+# --- prompts -----------------------------------------------------------------------------------
+
+
+def chat_prompt(
+    model: Model,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    truncate: bool = False,
+    reserve: int = 1,
+) -> list[int]:
+    """Prompt ids of a conversation (OpenAI-shaped messages: role, content as a string or text
+    parts, tool_calls, tool_call_id) through the model's chat template, ready for the assistant.
+
+    A trailing assistant message is continued (prefill): the answer goes on from its text.
+    `tools` (OpenAI function tools) are rendered by the template when it takes them, else into
+    the system message. System messages anywhere in the list are gathered into one at the top,
+    as every template expects. See `fit` for `truncate` and `reserve`.
+    """
+    if not messages:
+        raise ApiError(400, "messages must not be empty", "messages")
+    if not all(isinstance(m, Mapping) for m in messages):
+        raise ApiError(400, "each message must be an object with a role and content", "messages")
+    # OpenAI's newer name for the system role; templates know only "system".
+    messages = [
+        {**m, "role": "system"} if m.get("role") == "developer" else dict(m) for m in messages
+    ]
+    prefill = None
+    if messages[-1].get("role") == "assistant" and not messages[-1].get("tool_calls"):
+        prefill = text_of(messages.pop().get("content"))
+    template = model.chat_template
+    native_tools = "tools" in template.source
+    if not native_tools:
+        messages = _plain_conversation(messages, tools)
+    system = [m for m in messages if m.get("role") == "system"]
+    if len(system) > 1 or (system and messages[0].get("role") != "system"):
+        joined = "\n\n".join(text_of(m.get("content")) for m in system)
+        messages = [{"role": "system", "content": joined}] + [
+            m for m in messages if m.get("role") != "system"
+        ]
+    rendered = template.render(messages, tools=list(tools) if tools and native_tools else None)
+    if prefill:
+        rendered += prefill
+    return fit(model, chat_prompt_ids(model, rendered), truncate=truncate, reserve=reserve)
+
+
+def text_prompt(model: Model, text: str, *, truncate: bool = False, reserve: int = 1) -> list[int]:
+    """Prompt ids of raw text (no template): BOS where the model asks for it, specials parsed."""
+    if not text:
+        raise ApiError(400, "the prompt is empty: there is nothing to continue", "prompt")
+    return fit(model, model.tokenize(text), truncate=truncate, reserve=reserve)
+
+
+def fit(model: Model, ids: list[int], *, truncate: bool, reserve: int) -> list[int]:
+    """The prompt, if it leaves room to generate at least one token (a generation that fills
+    the context ends with "length"). Otherwise 400 (ContextOverflow), or with `truncate` its
+    first token (BOS) and its most recent tokens, leaving `reserve` tokens (at most half the
+    context) to generate into."""
+    if len(ids) < model.n_ctx:
+        return ids
+    if not truncate:
+        raise ContextOverflow(
+            f"the prompt is {len(ids)} tokens but the context holds {model.n_ctx}; "
+            "shorten it or ask for truncation"
+        )
+    keep = model.n_ctx - min(max(1, reserve), model.n_ctx // 2)
+    return ids[:1] + ids[len(ids) - keep + 1 :]
+
+
+def _plain_conversation(
+    messages: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]] | None
+) -> list[dict[str, Any]]:
+    """For a template without tool support: the tool definitions in the system message, tool
+    calls as the JSON the model would write, tool results as user turns; then consecutive
+    turns of one role merged, as templates that check alternation require."""
+    plain: list[dict[str, Any]] = []
+    if tools:
+        listing = json.dumps([_function_of(tool) for tool in tools], ensure_ascii=False)
+        plain.append({"role": "system", "content": _TOOL_INSTRUCTIONS.format(tools=listing)})
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            name = message.get("name") or message.get("tool_call_id") or "tool"
+            text = f"Result of {name}: {text_of(message.get('content'))}"
+            plain.append({"role": "user", "content": text})
+        elif role == "assistant" and message.get("tool_calls"):
+            calls = [_call_text(call) for call in message["tool_calls"]]
+            text = "\n".join(filter(None, [text_of(message.get("content")), *calls]))
+            plain.append({"role": "assistant", "content": text})
+        else:
+            plain.append({**message, "content": text_of(message.get("content"))})
+    merged: list[dict[str, Any]] = []
+    for message in plain:
+        if merged and merged[-1]["role"] == message["role"] != "system":
+            merged[-1] = {
+                **merged[-1],
+                "content": merged[-1]["content"] + "\n\n" + message["content"],
+            }
+        else:
+            merged.append(message)
+    return merged
+
+
+def _call_text(call: Mapping[str, Any]) -> str:
+    function = call.get("function", call)
+    arguments = function.get("arguments", {})
+    if isinstance(arguments, str):
+        with contextlib.suppress(ValueError):
+            arguments = json.loads(arguments)
+    return json.dumps({"name": function.get("name"), "arguments": arguments}, ensure_ascii=False)
+
+
+def text_of(content: Any) -> str:
+    """Message content given as a string or as text parts, as one string."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if not isinstance(part, Mapping) or part.get("type") != "text":
+                kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+                raise ApiError(400, f"content parts of type {kind!r} are not supported; send text")
+            texts.append(str(part.get("text", "")))
+        return "\n".join(texts)
+    raise ApiError(400, f"message content must be a string or a list of parts, not {content!r}")
+
+
+# --- options -----------------------------------------------------------------------------------
+
+
+def sampling_kwargs(
+    model: Model,
+    *,
+    max_tokens: Any = None,
+    temperature: Any = None,
+    top_p: Any = None,
+    top_k: Any = None,
+    min_p: Any = None,
+    typical_p: Any = None,
+    repeat_penalty: Any = None,
+    repeat_last_n: Any = None,
+    presence_penalty: Any = None,
+    frequency_penalty: Any = None,
+    logit_bias: Any = None,
+    seed: Any = None,
+    stop: Any = None,
+    logprobs: Any = None,
+    grammar: Any = None,
+) -> dict[str, Any]:
+    """The keyword arguments of `model.generate` for a request's options, each checked (400
+    naming the option when it is out of range); None means the engine's default.
+    `logit_bias` maps token ids (ints or their strings, as JSON keys are) to a bias; -100 or
+    less bans the token. `stop` is a string or a list of them."""
+    kwargs: dict[str, Any] = {}
+    checks = {
+        "max_tokens": (max_tokens, int, 0, math.inf),
+        "temperature": (temperature, float, 0.0, 100.0),
+        "top_p": (top_p, float, 0.0, 1.0),
+        "top_k": (top_k, int, 0, math.inf),
+        "min_p": (min_p, float, 0.0, 1.0),
+        "typical_p": (typical_p, float, 0.0, 1.0),
+        "repeat_penalty": (repeat_penalty, float, 0.0, 100.0),
+        "repeat_last_n": (repeat_last_n, int, -1, math.inf),
+        "presence_penalty": (presence_penalty, float, -2.0, 2.0),
+        "frequency_penalty": (frequency_penalty, float, -2.0, 2.0),
+        "logprobs": (logprobs, int, 0, MAX_TOP_LOGPROBS),
+    }
+    for name, (value, kind, low, high) in checks.items():
+        if value is not None:
+            kwargs[name] = _number(name, value, kind, low, high)
+    if seed is not None:
+        kwargs["seed"] = _number("seed", seed, int, -math.inf, math.inf)
+    if stop is not None:
+        kwargs["stop"] = _stop_strings(stop)
+    if logit_bias:
+        kwargs["logit_bias"] = _logit_bias(model, logit_bias)
+    if grammar is not None:
+        kwargs["grammar"] = grammar
+    return kwargs
+
+
+def _number(name: str, value: Any, kind: type, low: float, high: float) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ApiError(400, f"{name} must be a number, not {value!r}", name)
+    if kind is int and value != int(value):
+        raise ApiError(400, f"{name} must be an integer, not {value!r}", name)
+    if not low <= value <= high:
+        raise ApiError(400, f"{name} must be between {low} and {high}, not {value!r}", name)
+    return kind(value)
+
+
+def _stop_strings(stop: Any) -> list[str]:
+    strings = [stop] if isinstance(stop, str) else stop
+    if not isinstance(strings, list) or not all(isinstance(s, str) for s in strings):
+        raise ApiError(400, "stop must be a string or a list of strings", "stop")
+    if len(strings) > MAX_STOP_STRINGS:
+        raise ApiError(400, f"at most {MAX_STOP_STRINGS} stop strings", "stop")
+    return [s for s in strings if s]
+
+
+def _logit_bias(model: Model, bias: Any) -> dict[int, float]:
+    if not isinstance(bias, Mapping):
+        raise ApiError(400, "logit_bias must map token ids to numbers", "logit_bias")
+    result = {}
+    for key, value in bias.items():
+        try:
+            token = int(key)
+        except ValueError:
+            raise ApiError(400, f"logit_bias key {key!r} is not a token id", "logit_bias") from None
+        if not 0 <= token < model.n_vocab:
+            raise ApiError(
+                400, f"logit_bias names token {token}, not in the vocabulary", "logit_bias"
+            )
+        value = _number("logit_bias", value, float, -100.0, 100.0)
+        result[token] = -math.inf if value <= -100 else value
+    return result
+
+
+# --- output formats ------------------------------------------------------------------------------
+
+
+def json_grammar(kind: str, schema: Mapping[str, Any] | None = None) -> Grammar | None:
+    """The grammar of a JSON output format: "json_object" (any object) or "json_schema" (an
+    instance of `schema`); None for "text". GrammarError (400) for a schema it cannot enforce."""
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return Grammar.json_object()
+    if kind == "json_schema":
+        if not isinstance(schema, Mapping):
+            raise ApiError(400, "json_schema needs a 'schema' object", "response_format")
+        return Grammar.from_json_schema(dict(schema))
+    raise ApiError(400, f"unknown response format {kind!r}", "response_format")
+
+
+def tool_grammar(
+    tools: Sequence[Mapping[str, Any]], choice: str | None, name: str | None = None
+) -> Grammar | None:
+    """The grammar for tool_choice `choice` ("auto", "none", "required", or "named" with
+    `name`): None for "none"; a tool-call object for "required" (any tool) and "named" (that
+    tool); for "auto", a tool call or text that does not start with "{" (module docstring)."""
+    if not tools or choice == "none":
+        return None
+    functions = [_function_of(tool) for tool in tools]
+    if choice == "named":
+        functions = [f for f in functions if f["name"] == name]
+        if not functions:
+            raise ApiError(
+                400, f"tool_choice names {name!r}, which is not among the tools", "tool_choice"
+            )
+    schema = (
+        {"anyOf": [_call_schema(f) for f in functions]}
+        if len(functions) > 1
+        else _call_schema(functions[0])
+    )
+    if choice in ("required", "named"):
+        return Grammar.from_json_schema(schema)
+    if choice == "auto":
+        call = Grammar.from_json_schema(schema).gbnf
+        return Grammar.from_gbnf(call + _CALL_OR_TEXT, root="llamay-call-or-text")
+    raise ApiError(400, f"unknown tool_choice {choice!r}", "tool_choice")
+
+
+def _call_schema(function: Mapping[str, Any]) -> dict[str, Any]:
+    parameters = function.get("parameters") or {"type": "object", "properties": {}}
+    return {
+        "type": "object",
+        "properties": {"name": {"const": function["name"]}, "arguments": parameters},
+        "required": ["name", "arguments"],
+        "additionalProperties": False,
+    }
+
+
+def _function_of(tool: Any) -> dict[str, Any]:
+    """The function definition of an OpenAI tool ({"type": "function", "function": {...}})."""
+    function = tool.get("function") if isinstance(tool, Mapping) else None
+    if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+        raise ApiError(
+            400, "each tool must be {'type': 'function', 'function': {'name': ...}}", "tools"
+        )
+    return dict(function)
+
+
+def parse_tool_call(text: str, tools: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The tool call an answer makes ({"name", "arguments" (a dict)}), or None if it is text."""
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return None
+    try:
+        call = json.loads(stripped)
+    except (ValueError, RecursionError):
+        return None
+    names = {_function_of(tool)["name"] for tool in tools}
+    if not isinstance(call, dict) or call.get("name") not in names:
+        return None
+    arguments = call.get("arguments", {})
+    return {"name": call["name"], "arguments": arguments if isinstance(arguments, dict) else {}}
+
+
+# --- running -------------------------------------------------------------------------------------
+
+
+def start(model: Model, prompt: list[int], n: int, kwargs: Mapping[str, Any]) -> list[Any]:
+    """`n` generations of the same prompt (400 past MAX_CHOICES). With a seed, choice i uses
+    seed + i, so the choices differ from each other and repeat from run to run."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
+        raise ApiError(400, f"n must be an integer from 1 to {MAX_CHOICES}, not {n!r}", "n")
+    generations: list[Any] = []
+    try:
+        for index in range(n):
+            seed = kwargs.get("seed")
+            choice_kwargs = {**kwargs, "seed": None if seed is None else seed + index}
+            generations.append(model.generate(prompt, **choice_kwargs))
+    except BaseException:
+        release(generations)
+        raise
+    return generations
+
+
+def interleave(generations: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+    """(index, Piece) of every generation, one step of each in turn, so that they advance
+    together in the scheduler's batches. When the iterator ends or is closed, the generations
+    are released (`release`)."""
+    streams = [(index, generation.pieces()) for index, generation in enumerate(generations)]
+    try:
+        while streams:
+            for entry in list(streams):
+                index, pieces = entry
+                piece = next(pieces, None)
+                if piece is None:
+                    streams.remove(entry)
+                else:
+                    yield index, piece
+    finally:
+        release(generations)
+
+
+def release(generations: Iterable[Any]) -> None:
+    """Give the pages of generations back to the pool: a finished generation's context is
+    closed, one still running is cancelled (the scheduler closes it within a step). Safe to
+    call more than once: a stream calls it when the client goes away before it began."""
+    generations = list(generations)
+    cancel(generations)
+    for generation in generations:
+        if generation.finish_reason is not None:
+            generation.context.close()
+
+
+def cancel(generations: Iterable[Any]) -> None:
+    """Cancel generations that have not finished; a context the generation made is closed by
+    the scheduler within a step, one the caller passed stays the caller's."""
+    for generation in generations:
+        if generation.finish_reason is None:
+            generation.cancel()
+
+
+@dataclass
+class Outcome:
+    """What one choice ended with: finish_reason ("stop", "length", "cancelled"), the stop
+    string that ended it (None if another reason did) and its token counts."""
+
+    finish_reason: str
+    stop_sequence: str | None
+    n_prompt: int
+    n_generated: int
+
+    @classmethod
+    def of(cls, model: Model, generation: Any, stop: Sequence[str] = ()) -> Outcome:
+        matched = None
+        if generation.finish_reason == "stop" and stop:
+            # The stop string is never emitted: it is what the tokens say beyond the text.
+            tail = model.detokenize(generation.tokens)[len(generation.text) :]
+            matched = next((s for s in stop if tail.startswith(s)), None)
+        return cls(generation.finish_reason, matched, generation.n_prompt, generation.n_generated)
+
+
+def token_text(model: Model, token: int) -> str:
+    """The text of one token on its own (for logprobs)."""
+    return model.detokenize([token])

@@ -1,0 +1,370 @@
+"""llamay's own API: contexts as resources, under /llamay/v1.
+
+A context is made from a model and a prompt (or chat messages), generated in (the context keeps
+what was generated, so the next request goes on from there), forked (copy-on-write: no page is
+copied until one side writes), saved to a snapshot file and restored from one, and deleted.
+`GET /llamay/v1/stats` gives each loaded model's KV page accounting.
+
+Errors have the OpenAI shape, `{"error": {"message", "type", "param", "code"}}` (errors.py).
+A context runs one request at a time: a second one while it generates is refused with 409.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import falcon
+
+from llamay.engine import Model
+from llamay.engine.context import Context
+from llamay.errors import LlamayError, SnapshotMismatch
+from llamay.server import inference, sse
+from llamay.server.ending import stop
+from llamay.server.errors import ApiError, read_json
+from llamay.server.metrics import loaded_kv_stats
+from llamay.server.native_describe import PREFIX, SNAPSHOT_TYPE, describe_routes
+from llamay.server.state import ServerState
+
+# Room for a snapshot's header, sections and metadata beyond its tokens, logits and pages.
+_SNAPSHOT_OVERHEAD = 64 * 1024
+_CHUNK = 1 << 20
+# The sampling options a generate request may carry, as inference.sampling_kwargs takes them.
+_SAMPLING = (
+    "max_tokens",
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "typical_p",
+    "repeat_penalty",
+    "repeat_last_n",
+    "presence_penalty",
+    "frequency_penalty",
+    "seed",
+    "stop",
+)
+_GENERATE_FIELDS = {*_SAMPLING, "prompt", "stream", "grammar", "json_schema"}
+_CREATE_FIELDS = {"model", "prompt", "messages"}
+
+
+@dataclass
+class Entry:
+    """One context of the API: its id, the model name it was made with, and a lock held while a
+    request uses it."""
+
+    id: str
+    model_name: str
+    context: Context
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def describe(self) -> dict[str, Any]:
+        return {"id": self.id, "model": self.model_name, "n_tokens": self.context.n_tokens}
+
+
+class ContextRegistry:
+    """The open contexts of a server, by id (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, Entry] = {}
+        self._lock = threading.Lock()
+
+    def add(self, model_name: str, context: Context) -> Entry:
+        entry = Entry(f"ctx-{secrets.token_hex(8)}", model_name, context)
+        with self._lock:
+            self._entries[entry.id] = entry
+        return entry
+
+    def get(self, context_id: str) -> Entry:
+        with self._lock:
+            entry = self._entries.get(context_id)
+        if entry is None:
+            raise ApiError(404, f"no context {context_id!r}: list them at GET {PREFIX}/contexts")
+        return entry
+
+    def remove(self, context_id: str) -> Entry:
+        with self._lock:
+            entry = self._entries.pop(context_id, None)
+        if entry is None:
+            raise ApiError(404, f"no context {context_id!r}: list them at GET {PREFIX}/contexts")
+        return entry
+
+    def all(self) -> list[Entry]:
+        with self._lock:
+            return list(self._entries.values())
+
+
+def add_routes(app: falcon.App, state: ServerState) -> None:
+    registry = state.extras.setdefault("contexts", ContextRegistry())
+    app.add_route(f"{PREFIX}/contexts", _Contexts(state, registry))
+    app.add_route(f"{PREFIX}/contexts/{{context_id}}", _OneContext(registry))
+    app.add_route(f"{PREFIX}/contexts/{{context_id}}/generate", _Generate(state, registry))
+    app.add_route(f"{PREFIX}/contexts/{{context_id}}/fork", _Fork(registry))
+    app.add_route(f"{PREFIX}/contexts/{{context_id}}/snapshot", _Snapshot(registry))
+    app.add_route(f"{PREFIX}/stats", _Stats(state, registry))
+    describe_routes()
+
+
+# --- resources -----------------------------------------------------------------------------------
+
+
+class _Contexts:
+    def __init__(self, state: ServerState, registry: ContextRegistry) -> None:
+        self.state = state
+        self.registry = registry
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"contexts": [entry.describe() for entry in self.registry.all()]}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if (req.content_type or "").split(";")[0].strip().lower() == SNAPSHOT_TYPE:
+            entry = self._restore(req)
+        else:
+            entry = self._create(read_json(req, self.state.config.max_body_bytes))
+        resp.status = falcon.HTTP_201
+        resp.set_header("Location", f"{PREFIX}/contexts/{entry.id}")
+        resp.media = entry.describe()
+
+    def _create(self, body: dict[str, Any]) -> Entry:
+        _refuse_unknown(body, _CREATE_FIELDS)
+        name = _string(body, "model")
+        prompt, messages = body.get("prompt"), body.get("messages")
+        if (prompt is None) == (messages is None):
+            raise ApiError(400, "give either 'prompt' (text) or 'messages' (a chat), not both")
+        model = self.state.models.get(name)
+        if prompt is not None:
+            if not isinstance(prompt, str):
+                raise ApiError(400, "prompt must be a string", "prompt")
+            ids = inference.text_prompt(model, prompt)
+        else:
+            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+                raise ApiError(400, "messages must be a list of message objects", "messages")
+            ids = inference.chat_prompt(model, messages)
+        context = model.context()
+        try:
+            context.feed(ids)
+        except BaseException:
+            context.close()
+            raise
+        self.state.metrics.tokens(name, len(ids), 0)
+        return self.registry.add(name, context)
+
+    def _restore(self, req: falcon.Request) -> Entry:
+        name = req.get_param("model")
+        if not name:
+            raise ApiError(400, "restoring a snapshot needs the model's name: ?model=NAME", "model")
+        model = self.state.models.get(name)
+        with tempfile.TemporaryDirectory(prefix="llamay-restore-") as folder:
+            path = Path(folder) / "upload.llamay"
+            # Room for the largest snapshot of this model, and at least the server's body
+            # limit, so that another model's snapshot gets its 409 rather than a 413.
+            limit = max(_largest_snapshot(model), self.state.config.max_body_bytes)
+            _receive(req, path, limit)
+            try:
+                context = model.restore(path)
+            except SnapshotMismatch as error:
+                raise ApiError(409, _uploaded(error, path)) from None
+            except LlamayError as error:
+                raise ApiError(400, _uploaded(error, path)) from None
+        return self.registry.add(name, context)
+
+
+class _OneContext:
+    def __init__(self, registry: ContextRegistry) -> None:
+        self.registry = registry
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
+        resp.media = self.registry.get(context_id).describe()
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
+        entry = self.registry.get(context_id)
+        with _exclusive(entry):
+            self.registry.remove(context_id)
+            entry.context.close()
+        resp.status = falcon.HTTP_204
+
+
+class _Fork:
+    def __init__(self, registry: ContextRegistry) -> None:
+        self.registry = registry
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
+        entry = self.registry.get(context_id)
+        with _exclusive(entry):
+            child = self.registry.add(entry.model_name, entry.context.fork())
+        resp.status = falcon.HTTP_201
+        resp.set_header("Location", f"{PREFIX}/contexts/{child.id}")
+        resp.media = child.describe()
+
+
+class _Snapshot:
+    def __init__(self, registry: ContextRegistry) -> None:
+        self.registry = registry
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
+        entry = self.registry.get(context_id)
+        with tempfile.TemporaryDirectory(prefix="llamay-snapshot-") as folder:
+            path = Path(folder) / f"{context_id}.llamay"
+            with _exclusive(entry):
+                entry.context.save(path, note={"model": entry.model_name})
+            # The open file outlives its name: the body streams after the folder is gone.
+            snapshot = open(path, "rb")  # noqa: SIM115 - falcon closes the stream
+        resp.content_type = SNAPSHOT_TYPE
+        resp.set_header("Content-Disposition", f'attachment; filename="{context_id}.llamay"')
+        resp.set_stream(snapshot, os.fstat(snapshot.fileno()).st_size)
+
+
+class _Generate:
+    def __init__(self, state: ServerState, registry: ContextRegistry) -> None:
+        self.state = state
+        self.registry = registry
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
+        body = read_json(req, self.state.config.max_body_bytes)
+        _refuse_unknown(body, _GENERATE_FIELDS)
+        entry = self.registry.get(context_id)
+        model = entry.context.model
+        prompt = body.get("prompt", "")
+        if not isinstance(prompt, str):
+            raise ApiError(400, "prompt must be a string (text to add before generating)", "prompt")
+        stream = body.get("stream", False)
+        if not isinstance(stream, bool):
+            raise ApiError(400, "stream must be true or false", "stream")
+        kwargs = inference.sampling_kwargs(
+            model, **{name: body.get(name) for name in _SAMPLING}, grammar=_grammar(body)
+        )
+        if not entry.lock.acquire(blocking=False):
+            raise _busy(entry)
+        try:
+            generation = model.generate(prompt, context=entry.context, **kwargs)
+        except BaseException:
+            entry.lock.release()
+            raise
+        if stream:
+            sse.respond(resp, self._events(entry, generation))
+            return
+        try:
+            for _ in generation.pieces():
+                pass
+        finally:
+            stop(generation)
+            entry.lock.release()
+        self._count(entry, generation)
+        resp.media = {
+            "text": generation.text,
+            "tokens": generation.tokens,
+            "finish_reason": generation.finish_reason,
+            "n_tokens": entry.context.n_tokens,
+        }
+
+    def _events(self, entry: Entry, generation: Any) -> Iterator[bytes]:
+        """A token event per token, then a `done` event (or an `error` event)."""
+        try:
+            for piece in generation.pieces():
+                # The last piece may be text held back at the end (a stop-string prefix, say)
+                # with no token of its own.
+                token = {} if piece.token is None else {"token": piece.token}
+                yield sse.event({"text": piece.text, **token}, "token")
+            self._count(entry, generation)
+            done = {"finish_reason": generation.finish_reason, "n_tokens": entry.context.n_tokens}
+            yield sse.event(done, "done")
+        except LlamayError as error:
+            yield sse.event({"error": {"message": str(error)}}, "error")
+        finally:
+            stop(generation)
+            entry.lock.release()
+
+    def _count(self, entry: Entry, generation: Any) -> None:
+        self.state.metrics.tokens(entry.model_name, generation.n_prompt, generation.n_generated)
+
+
+class _Stats:
+    def __init__(self, state: ServerState, registry: ContextRegistry) -> None:
+        self.state = state
+        self.registry = registry
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        models = loaded_kv_stats(self.state)
+        for name, stats in models.items():
+            stats["contexts"] = sum(e.model_name == name for e in self.registry.all())
+        resp.media = {"models": models}
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _exclusive(entry: Entry) -> Iterator[Entry]:
+    """Holds an entry's lock for a request, refusing (409) while another request holds it."""
+    if not entry.lock.acquire(blocking=False):
+        raise _busy(entry)
+    try:
+        yield entry
+    finally:
+        entry.lock.release()
+
+
+def _busy(entry: Entry) -> ApiError:
+    return ApiError(409, f"context {entry.id} is generating; wait for that request to finish")
+
+
+def _refuse_unknown(body: dict[str, Any], known: set[str]) -> None:
+    unknown = sorted(set(body) - known)
+    if unknown:
+        raise ApiError(400, f"unknown field {unknown[0]!r}; known: {', '.join(sorted(known))}")
+
+
+def _string(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not value:
+        raise ApiError(400, f"{name} must be a non-empty string", name)
+    return value
+
+
+def _grammar(body: dict[str, Any]) -> Any:
+    """The grammar a generate request asks for: GBNF text or a JSON schema (not both)."""
+    gbnf, schema = body.get("grammar"), body.get("json_schema")
+    if gbnf is not None and schema is not None:
+        raise ApiError(400, "give 'grammar' or 'json_schema', not both")
+    if gbnf is not None:
+        if not isinstance(gbnf, str):
+            raise ApiError(400, "grammar must be GBNF text", "grammar")
+        from llamay.grammar import Grammar
+
+        return Grammar.from_gbnf(gbnf)
+    if schema is not None:
+        return inference.json_grammar("json_schema", schema)
+    return None
+
+
+def _largest_snapshot(model: Model) -> int:
+    """The size of a snapshot of a full context of `model`: no valid upload is larger."""
+    stats = model.kv_stats()
+    pages = -(-model.n_ctx // stats["page_tokens"])
+    return pages * stats["bytes_per_page"] + 4 * (model.n_ctx + model.n_vocab) + _SNAPSHOT_OVERHEAD
+
+
+def _receive(req: falcon.Request, path: Path, limit: int) -> None:
+    """The request body into `path`; 413 past `limit` bytes."""
+    too_large = ApiError(413, f"a snapshot for this model is at most {limit} bytes")
+    if req.content_length is not None and req.content_length > limit:
+        raise too_large
+    received = 0
+    with open(path, "wb") as out:
+        while chunk := req.bounded_stream.read(_CHUNK):
+            received += len(chunk)
+            if received > limit:
+                raise too_large
+            out.write(chunk)
+
+
+def _uploaded(error: LlamayError, path: Path) -> str:
+    """The engine's message about the temporary file, told about the upload instead."""
+    return str(error).replace(str(path), "the uploaded snapshot")

@@ -1,0 +1,154 @@
+"""The OpenAPI description of llamay's own routes (native.py)."""
+
+from __future__ import annotations
+
+from llamay.server import openapi
+
+PREFIX = "/llamay/v1"
+SNAPSHOT_TYPE = "application/octet-stream"  # a snapshot file, up or down
+
+_ERRORS = {400: "bad request", 404: "unknown model or context", 409: "the context is busy"}
+_CONTEXT = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "model": {"type": "string"},
+        "n_tokens": {"type": "integer"},
+    },
+    "required": ["id", "model", "n_tokens"],
+}
+_CONTEXT_ID = {"type": "string", "pattern": "^ctx-[0-9a-f]{16}$"}
+_MESSAGE = {
+    "type": "object",
+    "properties": {
+        "role": {"type": "string", "enum": ["system", "user", "assistant"]},
+        "content": {"type": "string"},
+    },
+    "required": ["role", "content"],
+}
+
+
+def describe_routes() -> None:
+    number = {"type": "number"}
+    integer = {"type": "integer"}
+    generate_request = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "prompt": {"type": "string", "description": "text to add before generating"},
+            "max_tokens": {"type": "integer", "minimum": 0},
+            "temperature": {"type": "number", "minimum": 0},
+            "top_k": {"type": "integer", "minimum": 0},
+            "top_p": {"type": "number", "minimum": 0, "maximum": 1},
+            "min_p": {"type": "number", "minimum": 0, "maximum": 1},
+            "typical_p": {"type": "number", "minimum": 0, "maximum": 1},
+            "repeat_penalty": number,
+            "repeat_last_n": integer,
+            "presence_penalty": number,
+            "frequency_penalty": number,
+            "seed": integer,
+            "stop": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+            "stream": {"type": "boolean"},
+            "grammar": {"type": "string", "description": "GBNF"},
+            "json_schema": {"type": "object"},
+        },
+    }
+    generate_response = {
+        "type": "object",
+        "properties": {
+            "text": {"type": "string"},
+            "tokens": {"type": "array", "items": {"type": "integer"}},
+            "finish_reason": {"type": "string", "enum": ["stop", "length", "cancelled"]},
+            "n_tokens": {"type": "integer"},
+        },
+    }
+    create_request = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "model": {"type": "string"},
+            "prompt": {"type": "string", "minLength": 1},
+            "messages": {"type": "array", "items": _MESSAGE, "minItems": 1},
+        },
+        "required": ["model"],
+        "oneOf": [{"required": ["prompt"]}, {"required": ["messages"]}],
+    }
+    context_errors = {404: "no such context", 409: "the context is busy"}
+    openapi.describe(
+        "POST",
+        f"{PREFIX}/contexts",
+        "Create a context from a prompt or messages, or restore one from a snapshot file",
+        tag="llamay",
+        request=create_request,
+        other_requests={SNAPSHOT_TYPE: {"type": "string", "format": "binary"}},
+        query={"model": {"type": "string"}},
+        response=_CONTEXT,
+        status=201,
+        errors={**_ERRORS, 409: "the snapshot is of other weights", 413: "body too large"},
+    )
+    openapi.describe(
+        "GET",
+        f"{PREFIX}/contexts",
+        "List contexts",
+        tag="llamay",
+        response={
+            "type": "object",
+            "properties": {"contexts": {"type": "array", "items": _CONTEXT}},
+        },
+    )
+    openapi.describe(
+        "GET",
+        f"{PREFIX}/contexts/{{context_id}}",
+        "One context",
+        tag="llamay",
+        path_params={"context_id": _CONTEXT_ID},
+        response=_CONTEXT,
+        errors={404: "no such context"},
+    )
+    openapi.describe(
+        "DELETE",
+        f"{PREFIX}/contexts/{{context_id}}",
+        "Delete a context, freeing its pages",
+        tag="llamay",
+        path_params={"context_id": _CONTEXT_ID},
+        status=204,
+        errors=context_errors,
+    )
+    openapi.describe(
+        "POST",
+        f"{PREFIX}/contexts/{{context_id}}/generate",
+        "Generate in a context (it keeps what was generated)",
+        tag="llamay",
+        path_params={"context_id": _CONTEXT_ID},
+        request=generate_request,
+        response=generate_response,
+        stream_type="text/event-stream",
+        errors={**_ERRORS, 404: "no such context"},
+    )
+    openapi.describe(
+        "POST",
+        f"{PREFIX}/contexts/{{context_id}}/fork",
+        "Fork a context (copy-on-write)",
+        tag="llamay",
+        path_params={"context_id": _CONTEXT_ID},
+        response=_CONTEXT,
+        status=201,
+        errors=context_errors,
+    )
+    openapi.describe(
+        "GET",
+        f"{PREFIX}/contexts/{{context_id}}/snapshot",
+        "Download a context's snapshot file",
+        tag="llamay",
+        path_params={"context_id": _CONTEXT_ID},
+        response={"type": "string", "format": "binary"},
+        response_type=SNAPSHOT_TYPE,
+        errors=context_errors,
+    )
+    openapi.describe(
+        "GET",
+        f"{PREFIX}/stats",
+        "KV page accounting of each loaded model",
+        tag="llamay",
+        response={"type": "object", "properties": {"models": {"type": "object"}}},
+    )

@@ -1,0 +1,448 @@
+"""The Ollama API: `/` and /api/ (generate, chat, embed, embeddings, version; the model routes
+are in ollama_models.py).
+
+Requests and answers follow Ollama's shapes as its official client sends and reads them.
+Generate and chat stream NDJSON by default (`"stream": false` for one object); the last object
+has `done: true`, `done_reason` and durations in nanoseconds. A model's params layer (a
+registry model's stop strings, temperature...) gives the defaults that `options` override.
+`num_ctx`, `num_thread` and the other load-time options are the server's to choose: they are
+accepted and ignored, as are options llamay has no use for (mirostat, tfs_z...).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+import falcon
+import numpy as np
+
+from llamay._version import __version__
+from llamay.engine import Model
+from llamay.engine.options import OLLAMA_OPTIONS
+from llamay.errors import LlamayError
+from llamay.server import inference, ollama_models
+from llamay.server.ending import stop
+from llamay.server.errors import ApiError, read_json
+from llamay.server.models import parse_keep_alive
+from llamay.server.ollama_describe import describe_routes
+from llamay.server.ollama_models import model_name, respond_ndjson, stored
+from llamay.server.ollama_template import render_template
+from llamay.server.state import ServerState
+
+
+def add_routes(app: falcon.App, state: ServerState) -> None:
+    app.add_route("/", _Root())
+    app.add_route("/api/version", _Version())
+    app.add_route("/api/generate", _Generate(state))
+    app.add_route("/api/chat", _Chat(state))
+    app.add_route("/api/embed", _Embed(state))
+    app.add_route("/api/embeddings", _Embeddings(state))
+    ollama_models.add_routes(app, state)
+    describe_routes()
+
+
+class _Root:
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.content_type = falcon.MEDIA_TEXT
+        resp.text = "Ollama is running"
+
+    def on_head(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.content_type = falcon.MEDIA_TEXT
+
+
+class _Version:
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"version": __version__}
+
+
+# --- generate and chat -------------------------------------------------------------------------
+
+
+class _Request:
+    """What generate and chat share: the model (loaded, and how long that took), sampling,
+    streaming, and the answer's closing object."""
+
+    def __init__(self, state: ServerState, req: falcon.Request) -> None:
+        self.started = time.perf_counter()
+        self.state = state
+        self.body = read_json(req, state.config.max_body_bytes)
+        self.name = model_name(self.body)
+        self.stream = _flag(self.body, "stream", True)
+        for field in ("images", "suffix"):
+            if self.body.get(field):
+                raise ApiError(400, f"{field!r} is not supported: llamay runs text models", field)
+        if self.body.get("think") not in (None, False):
+            raise ApiError(400, f"{self.name!r} does not support thinking", "think")
+        # None: no log-probabilities; k: each token's, with its k most likely alternatives.
+        top = self.body.get("top_logprobs")
+        self.logprobs = (top or 0) if _flag(self.body, "logprobs", False) or top else None
+        self.keep_alive = self.body.get("keep_alive")
+        self.model: Model = state.models.get(self.name, self.keep_alive)
+        self.load_s = time.perf_counter() - self.started
+        self.entry = stored(state, self.name)
+
+    def unloading(self) -> bool:
+        """Whether the request asks to unload the model (keep_alive 0)."""
+        return parse_keep_alive(self.keep_alive, self.state.config.keep_alive) == 0
+
+    def load_answer(self) -> dict[str, Any]:
+        """The answer to a request with nothing to generate: the model is loaded (or, with
+        keep_alive 0, unloaded)."""
+        reason = "load"
+        if self.unloading():
+            self.state.models.unload(self.name)
+            reason = "unload"
+        return {**self.head(), "done": True, "done_reason": reason}
+
+    def sampling(self, grammar: Any) -> dict[str, Any]:
+        """model.generate's keyword arguments: the params layer, then `options` over it."""
+        options = self.body.get("options") or {}
+        if not isinstance(options, Mapping):
+            raise ApiError(400, "options must be an object", "options")
+        merged = {**(self.entry.params if self.entry else {}), **options}
+        chosen = {ours: merged.get(theirs) for theirs, ours in OLLAMA_OPTIONS.items()}
+        if isinstance(chosen["max_tokens"], int) and chosen["max_tokens"] < 0:
+            chosen["max_tokens"] = None  # -1: until the model stops; -2: until the context is full
+        return inference.sampling_kwargs(
+            self.model, **chosen, grammar=grammar, logprobs=self.logprobs
+        )
+
+    def format_grammar(self) -> Any:
+        """The grammar of `format`: "json" (any JSON object) or a JSON schema."""
+        fmt = self.body.get("format")
+        if fmt in (None, ""):
+            return None
+        if fmt == "json":
+            return inference.json_grammar("json_object")
+        if isinstance(fmt, dict):
+            return inference.json_grammar("json_schema", fmt)
+        raise ApiError(400, 'format must be "json" or a JSON schema object', "format")
+
+    def head(self) -> dict[str, Any]:
+        return {"model": self.name, "created_at": _now()}
+
+    def steps(self, generation: Any) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """The generation as it is made: (new text, the log-probabilities of its token, when
+        asked for), the steps that add nothing left out."""
+        for piece in generation.pieces():
+            logprobs = []
+            if self.logprobs is not None and piece.token is not None:
+                logprobs.append(
+                    {
+                        **self._token_logprob(piece.token, piece.logprob),
+                        "top_logprobs": [
+                            self._token_logprob(token, logprob)
+                            for token, logprob in piece.top_logprobs or []
+                        ],
+                    }
+                )
+            if piece.text or logprobs:
+                yield piece.text, logprobs
+
+    def with_logprobs(self, obj: dict[str, Any], logprobs: list[dict[str, Any]]) -> dict:
+        return {**obj, "logprobs": logprobs} if self.logprobs is not None else obj
+
+    def _token_logprob(self, token: int, logprob: float) -> dict[str, Any]:
+        return {"token": inference.token_text(self.model, token), "logprob": logprob}
+
+    def closing(self, generation: Any) -> dict[str, Any]:
+        """The last object's fields: why it ended, and the counts and durations."""
+        self.state.metrics.tokens(self.name, generation.n_prompt, generation.n_generated)
+        timings = generation.timings
+        return {
+            "done": True,
+            "done_reason": generation.finish_reason,
+            "total_duration": _ns(time.perf_counter() - self.started),
+            "load_duration": _ns(self.load_s),
+            "prompt_eval_count": generation.n_prompt,
+            "prompt_eval_duration": _ns(timings["prompt_s"]),
+            "eval_count": generation.n_generated,
+            "eval_duration": _ns(timings["generate_s"]),
+        }
+
+
+class _Generate:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        request = _Request(self.state, req)
+        body, model = request.body, request.model
+        prompt = _optional_text(body, "prompt")
+        if not prompt:
+            resp.media = {**request.load_answer(), "response": ""}
+            return
+        ids = self._prompt_ids(request, prompt)
+        kwargs = request.sampling(request.format_grammar())
+        generation = model.generate(ids, **kwargs)
+
+        def objects() -> Iterator[dict[str, Any]]:
+            for text, logprobs in request.steps(generation):
+                chunk = {**request.head(), "response": text, "done": False}
+                yield request.with_logprobs(chunk, logprobs)
+            closing = request.closing(generation)
+            context = ids + generation.tokens
+            yield {**request.head(), "response": "", **closing, "context": context}
+
+        _answer(resp, request.stream, objects(), generation, "response")
+
+    def _prompt_ids(self, request: _Request, prompt: str) -> list[int]:
+        """The prompt's tokens after `context` (the tokens of the earlier turns): through the
+        chat template, or the request's Go template, or as it stands with `raw`."""
+        body, model = request.body, request.model
+        context = _context_ids(body.get("context"), model)
+        system = _optional_text(body, "system") or (request.entry.system if request.entry else "")
+        template, raw = _optional_text(body, "template"), _flag(body, "raw", False)
+        if raw or template:
+            text = prompt if raw else render_template(template, system, prompt)
+            ids = model.tokenize(text, add_bos=not context)
+        else:
+            messages = [{"role": "system", "content": system}] if system else []
+            ids = inference.chat_prompt(model, [*messages, {"role": "user", "content": prompt}])
+            bos = model.tokenizer.bos_id
+            if context and bos is not None and ids[:1] == [bos]:
+                ids = ids[1:]
+        return inference.fit(model, context + ids, truncate=False, reserve=1)
+
+
+class _Chat:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        request = _Request(self.state, req)
+        body, model = request.body, request.model
+        messages = _messages(body.get("messages"))
+        if not messages:
+            closing = request.load_answer()
+            resp.media = {**closing, "message": {"role": "assistant", "content": ""}}
+            return
+        if request.entry and request.entry.system and messages[0]["role"] != "system":
+            messages.insert(0, {"role": "system", "content": request.entry.system})
+        tools = body.get("tools") or []
+        if not isinstance(tools, list):
+            raise ApiError(400, "tools must be a list of function tools", "tools")
+        grammar = request.format_grammar()
+        if tools and grammar is not None:
+            raise ApiError(400, "give 'format' or 'tools', not both", "format")
+        if tools:
+            grammar = inference.tool_grammar(tools, "auto")
+        ids = inference.chat_prompt(model, messages, tools=tools or None)
+        generation = model.generate(ids, **request.sampling(grammar))
+
+        def objects() -> Iterator[dict[str, Any]]:
+            for message, logprobs in _chat_messages(request.steps(generation), tools):
+                chunk = {**request.head(), "message": message, "done": False}
+                yield request.with_logprobs(chunk, logprobs)
+            closing = request.closing(generation)
+            yield {**request.head(), "message": {"role": "assistant", "content": ""}, **closing}
+
+        _answer(resp, request.stream, objects(), generation, "message")
+
+
+def _answer(
+    resp: falcon.Response,
+    stream: bool,
+    objects: Iterator[dict[str, Any]],
+    generation: Any,
+    field: str,
+) -> None:
+    """Streamed: the objects as NDJSON (an error after the first becomes an `error` object).
+    Otherwise one object: the last, with the others' `field` (the text, or the message) merged
+    into it. Either way the generation's context is freed at the end."""
+    if stream:
+        respond_ndjson(resp, _streamed(objects, generation))
+        return
+    try:
+        parts = list(objects)
+    finally:
+        _release(generation)
+    last = parts.pop()
+    if field == "response":
+        last["response"] = "".join(part["response"] for part in parts)
+    else:
+        last["message"] = _merged([part["message"] for part in parts])
+    if parts and "logprobs" in parts[0]:
+        last["logprobs"] = [entry for part in parts for entry in part["logprobs"]]
+    resp.media = last
+
+
+def _streamed(objects: Iterator[dict[str, Any]], generation: Any) -> Iterator[dict[str, Any]]:
+    try:
+        yield from objects
+    except LlamayError as error:
+        yield {"error": str(error)}
+    finally:
+        _release(generation)
+
+
+def _release(generation: Any) -> None:
+    """Stop a generation that is still running and free its context's pages."""
+    stop(generation)
+    generation.context.close()
+
+
+def _chat_messages(
+    steps: Iterator[tuple[str, list[dict[str, Any]]]], tools: list[Any]
+) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Assistant message deltas, with their log-probabilities. With tools, an answer that opens
+    with "{" is held back to the end: it is a tool call (sent as `tool_calls`) or, if it does
+    not parse as one, text."""
+    held, held_logprobs, holding = "", [], None
+    for text, logprobs in steps:
+        if holding is False or not tools:
+            yield {"role": "assistant", "content": text}, logprobs
+            continue
+        held += text
+        held_logprobs += logprobs
+        if holding is None and held.strip():
+            holding = held.lstrip().startswith("{")
+            if not holding:
+                yield {"role": "assistant", "content": held}, held_logprobs
+    if holding is not False and (held or held_logprobs):
+        call = inference.parse_tool_call(held, tools) if holding else None
+        if call is None:
+            yield {"role": "assistant", "content": held}, held_logprobs
+        else:
+            message = {"role": "assistant", "content": "", "tool_calls": [{"function": call}]}
+            yield message, held_logprobs
+
+
+def _merged(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    merged: dict[str, Any] = {"role": "assistant", "content": ""}
+    for message in messages:
+        merged["content"] += message["content"]
+        if "tool_calls" in message:
+            merged["tool_calls"] = message["tool_calls"]
+    return merged
+
+
+# --- embeddings ----------------------------------------------------------------------------------
+
+
+class _Embed:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        started = time.perf_counter()
+        body = read_json(req, self.state.config.max_body_bytes)
+        name = model_name(body)
+        inputs = body.get("input", [])
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        if not isinstance(inputs, list) or not all(isinstance(text, str) for text in inputs):
+            raise ApiError(400, "input must be a string or a list of strings", "input")
+        truncate = _flag(body, "truncate", True)
+        dimensions = body.get("dimensions")
+        model = self.state.models.get(name, body.get("keep_alive"))
+        load_s = time.perf_counter() - started
+        if dimensions is not None and (
+            isinstance(dimensions, bool)
+            or not isinstance(dimensions, int)
+            or not 1 <= dimensions <= model.n_embd
+        ):
+            raise ApiError(400, f"dimensions must be from 1 to {model.n_embd}", "dimensions")
+        embeddings, n_tokens = [], 0
+        for text in inputs:
+            ids = inference.fit(model, model.tokenize(text), truncate=truncate, reserve=1)
+            vector = model.embed(ids)
+            if dimensions is not None:  # the first components, back to unit length
+                vector = vector[:dimensions]
+                vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
+            embeddings.append(vector.tolist())
+            n_tokens += len(ids)
+        self.state.metrics.tokens(name, n_tokens, 0)
+        resp.media = {
+            "model": name,
+            "embeddings": embeddings,
+            "total_duration": _ns(time.perf_counter() - started),
+            "load_duration": _ns(load_s),
+            "prompt_eval_count": n_tokens,
+        }
+
+
+class _Embeddings:
+    """The older embedding route: one prompt, the vector not normalized (as Ollama's)."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, self.state.config.max_body_bytes)
+        name = model_name(body)
+        prompt = _optional_text(body, "prompt")
+        model = self.state.models.get(name, body.get("keep_alive"))
+        if not prompt:
+            resp.media = {"embedding": []}
+            return
+        ids = inference.fit(model, model.tokenize(prompt), truncate=False, reserve=1)
+        self.state.metrics.tokens(name, len(ids), 0)
+        resp.media = {"embedding": model.embed(ids, normalize=False).tolist()}
+
+
+# --- request fields ------------------------------------------------------------------------------
+
+
+def _flag(body: dict[str, Any], name: str, default: bool) -> bool:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ApiError(400, f"{name} must be true or false", name)
+    return value
+
+
+def _optional_text(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ApiError(400, f"{name} must be a string", name)
+    return value
+
+
+def _context_ids(context: Any, model: Model) -> list[int]:
+    """The `context` of an earlier answer: the token ids of the conversation so far."""
+    if context is None:
+        return []
+    if not isinstance(context, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) and 0 <= t < model.n_vocab for t in context
+    ):
+        raise ApiError(400, "context must be the token ids an earlier answer returned", "context")
+    return list(context)
+
+
+def _messages(messages: Any) -> list[dict[str, Any]]:
+    """Ollama chat messages in the shape inference.chat_prompt takes (a tool result's
+    `tool_name` becomes `name`)."""
+    if messages is None:
+        return []
+    if not isinstance(messages, list):
+        raise ApiError(400, "messages must be a list", "messages")
+    converted = []
+    for message in messages:
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ApiError(400, "each message needs a role and content", "messages")
+        if message.get("images"):
+            raise ApiError(400, "images are not supported: llamay runs text models", "messages")
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            raise ApiError(400, "message content must be a string", "messages")
+        plain = {"role": message["role"], "content": content or ""}
+        if message.get("tool_calls"):
+            plain["tool_calls"] = message["tool_calls"]
+        if message.get("tool_name"):
+            plain["name"] = message["tool_name"]
+        converted.append(plain)
+    return converted
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * 1e9)

@@ -1,0 +1,294 @@
+"""The OpenAPI description of the Ollama routes (ollama.py, ollama_models.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llamay.server import openapi
+
+_STRING = {"type": "string"}
+_BOOL = {"type": "boolean"}
+_INT = {"type": "integer"}
+_NUMBER = {"type": "number"}
+_OBJECT = {"type": "object"}
+_DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
+_ARRAY_OF_OBJECTS = {"type": "array", "items": _OBJECT}
+_KEEP_ALIVE = {"oneOf": [_NUMBER, _STRING]}
+_OPTIONS = {
+    "type": "object",
+    "properties": {
+        "num_predict": _INT,
+        "num_ctx": _INT,
+        "num_thread": _INT,
+        "temperature": {"type": "number", "minimum": 0},
+        "top_k": {"type": "integer", "minimum": 0},
+        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
+        "min_p": {"type": "number", "minimum": 0, "maximum": 1},
+        "typical_p": {"type": "number", "minimum": 0, "maximum": 1},
+        "seed": _INT,
+        "stop": {"type": "array", "items": _STRING},
+        "repeat_penalty": _NUMBER,
+        "repeat_last_n": _INT,
+        "presence_penalty": _NUMBER,
+        "frequency_penalty": _NUMBER,
+    },
+}
+_FORMAT = {"oneOf": [{"type": "string", "enum": ["", "json"]}, _OBJECT]}
+_DETAILS = {
+    "type": "object",
+    "properties": {
+        "parent_model": _STRING,
+        "format": _STRING,
+        "family": _STRING,
+        "families": {"type": "array", "items": _STRING},
+        "parameter_size": _STRING,
+        "quantization_level": _STRING,
+    },
+}
+_MESSAGE = {
+    "type": "object",
+    "properties": {
+        "role": _STRING,
+        "content": _STRING,
+        "tool_calls": {"type": "array", "items": _OBJECT},
+        "tool_name": _STRING,
+    },
+    "required": ["role"],
+}
+_DONE = {
+    "logprobs": _ARRAY_OF_OBJECTS,
+    "done": _BOOL,
+    "done_reason": _STRING,
+    "total_duration": _INT,
+    "load_duration": _INT,
+    "prompt_eval_count": _INT,
+    "prompt_eval_duration": _INT,
+    "eval_count": _INT,
+    "eval_duration": _INT,
+}
+_ERRORS = {400: "bad request", 404: "unknown model"}
+_STATUS = {
+    "type": "object",
+    "properties": {"status": _STRING, "digest": _STRING, "total": _INT, "completed": _INT},
+}
+
+
+def _request(properties: dict[str, Any], required: tuple[str, ...] = ("model",)) -> dict:
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+def describe_routes() -> None:
+    ndjson = "application/x-ndjson"
+    describe = openapi.describe
+    for method in ("GET", "HEAD"):
+        describe(method, "/", "Ollama is running", tag="ollama", response_type="text/plain")
+    describe(
+        "GET",
+        "/api/version",
+        "The server's version",
+        tag="ollama",
+        response={"type": "object", "properties": {"version": _STRING}},
+    )
+    common = {
+        "model": _STRING,
+        "format": _FORMAT,
+        "options": _OPTIONS,
+        "stream": _BOOL,
+        "keep_alive": _KEEP_ALIVE,
+        "logprobs": _BOOL,
+        "top_logprobs": {"type": "integer", "minimum": 0, "maximum": 20},
+    }
+    describe(
+        "POST",
+        "/api/generate",
+        "Generate a completion (NDJSON stream unless stream is false)",
+        tag="ollama",
+        request=_request(
+            {
+                **common,
+                "prompt": _STRING,
+                "system": _STRING,
+                "template": _STRING,
+                "context": {"type": "array", "items": _INT},
+                "raw": _BOOL,
+            }
+        ),
+        response={
+            "type": "object",
+            "properties": {
+                "model": _STRING,
+                "created_at": _STRING,
+                "response": _STRING,
+                "context": {"type": "array", "items": _INT},
+                **_DONE,
+            },
+        },
+        stream_type=ndjson,
+        errors=_ERRORS,
+    )
+    describe(
+        "POST",
+        "/api/chat",
+        "Chat (NDJSON stream unless stream is false)",
+        tag="ollama",
+        request=_request(
+            {**common, "messages": {"type": "array", "items": _MESSAGE}, "tools": _ARRAY_OF_OBJECTS}
+        ),
+        response={
+            "type": "object",
+            "properties": {"model": _STRING, "created_at": _STRING, "message": _MESSAGE, **_DONE},
+        },
+        stream_type=ndjson,
+        errors=_ERRORS,
+    )
+    describe(
+        "POST",
+        "/api/embed",
+        "Embeddings of one or more inputs (unit length)",
+        tag="ollama",
+        request=_request(
+            {
+                "model": _STRING,
+                "input": {"oneOf": [_STRING, {"type": "array", "items": _STRING}]},
+                "truncate": _BOOL,
+                "dimensions": {"type": "integer", "minimum": 1},
+                "options": _OPTIONS,
+                "keep_alive": _KEEP_ALIVE,
+            }
+        ),
+        response={
+            "type": "object",
+            "properties": {
+                "model": _STRING,
+                "embeddings": {"type": "array", "items": {"type": "array", "items": _NUMBER}},
+            },
+        },
+        errors=_ERRORS,
+    )
+    describe(
+        "POST",
+        "/api/embeddings",
+        "The embedding of one prompt (the older route; not normalized)",
+        tag="ollama",
+        request=_request({"model": _STRING, "prompt": _STRING, "keep_alive": _KEEP_ALIVE}),
+        response={"type": "object", "properties": {"embedding": {"type": "array"}}},
+        errors=_ERRORS,
+    )
+    _describe_models(ndjson)
+
+
+def _describe_models(ndjson: str) -> None:
+    describe = openapi.describe
+    model_entry = {
+        "type": "object",
+        "properties": {
+            "name": _STRING,
+            "model": _STRING,
+            "modified_at": _STRING,
+            "size": _INT,
+            "digest": _STRING,
+            "details": _DETAILS,
+        },
+    }
+    describe(
+        "GET",
+        "/api/tags",
+        "The models this server can run",
+        tag="ollama",
+        response={
+            "type": "object",
+            "properties": {"models": {"type": "array", "items": model_entry}},
+        },
+    )
+    describe(
+        "POST",
+        "/api/show",
+        "A model's details, template, parameters and metadata (model_info)",
+        tag="ollama",
+        request=_request({"model": _STRING, "verbose": _BOOL}),
+        response={
+            "type": "object",
+            "properties": {
+                "modelfile": _STRING,
+                "parameters": _STRING,
+                "template": _STRING,
+                "details": _DETAILS,
+                "model_info": _OBJECT,
+                "capabilities": {"type": "array", "items": _STRING},
+            },
+        },
+        errors=_ERRORS,
+    )
+    describe(
+        "GET",
+        "/api/ps",
+        "The loaded models",
+        tag="ollama",
+        response={"type": "object", "properties": {"models": _ARRAY_OF_OBJECTS}},
+    )
+    describe(
+        "POST",
+        "/api/pull",
+        "Pull a model into the store (NDJSON status stream unless stream is false)",
+        tag="ollama",
+        request=_request({"model": _STRING, "insecure": _BOOL, "stream": _BOOL}),
+        response=_STATUS,
+        stream_type=ndjson,
+        errors={400: "bad name, or the pull failed"},
+    )
+    describe(
+        "POST",
+        "/api/create",
+        "Create a model from another one or from an uploaded GGUF blob",
+        tag="ollama",
+        request=_request(
+            {
+                "model": _STRING,
+                "from": _STRING,
+                "files": {"type": "object", "additionalProperties": _STRING},
+                "template": _STRING,
+                "system": _STRING,
+                "license": {"oneOf": [_STRING, {"type": "array", "items": _STRING}]},
+                "parameters": _OBJECT,
+                "stream": _BOOL,
+            }
+        ),
+        response=_STATUS,
+        stream_type=ndjson,
+        errors=_ERRORS,
+    )
+    describe(
+        "POST",
+        "/api/copy",
+        "Store a model under another name too",
+        tag="ollama",
+        request=_request({"source": _STRING, "destination": _STRING}, ("source", "destination")),
+        errors=_ERRORS,
+    )
+    describe(
+        "DELETE",
+        "/api/delete",
+        "Delete a model from the store",
+        tag="ollama",
+        request=_request({"model": _STRING}),
+        errors=_ERRORS,
+    )
+    describe(
+        "HEAD",
+        "/api/blobs/{digest}",
+        "Whether the store has a blob",
+        tag="ollama",
+        path_params={"digest": _DIGEST},
+        errors={404: "no such blob", 400: "not a sha256 digest"},
+    )
+    describe(
+        "POST",
+        "/api/blobs/{digest}",
+        "Upload a blob (its bytes must hash to the digest)",
+        tag="ollama",
+        path_params={"digest": _DIGEST},
+        request={"type": "string", "format": "binary"},
+        request_type="application/octet-stream",
+        status=201,
+        errors={400: "the bytes do not match the digest"},
+    )

@@ -1,0 +1,387 @@
+"""The Ollama API's model routes: tags, show, ps, pull, create, copy, delete and blobs.
+
+Each is a thin translation to the model store (llamay.store) and the server's loaded models.
+Pull and create stream their status as NDJSON unless the request says `"stream": false`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import falcon
+import numpy as np
+
+from llamay import gguf, store
+from llamay.errors import LlamayError, ModelNotFound
+from llamay.server.errors import ApiError, read_json
+from llamay.server.state import ServerState
+from llamay.tokenizer.chat import ChatTemplate
+
+NDJSON = "application/x-ndjson"
+# What Ollama reports as the expiry of a model kept loaded forever.
+_FOREVER = datetime(9999, 12, 31, tzinfo=timezone.utc)
+# Metadata arrays (the vocabulary, merges...) are left out of /api/show unless it is verbose.
+_ARRAY_TYPES = (list, tuple, np.ndarray)
+
+
+def add_routes(app: falcon.App, state: ServerState) -> None:
+    app.add_route("/api/tags", _Tags(state))
+    app.add_route("/api/show", _Show(state))
+    app.add_route("/api/ps", _Ps(state))
+    app.add_route("/api/pull", _Pull(state))
+    app.add_route("/api/create", _Create(state))
+    app.add_route("/api/copy", _Copy(state))
+    app.add_route("/api/delete", _Delete(state))
+    app.add_route("/api/blobs/{digest}", _Blobs())
+
+
+# --- shared with ollama.py -------------------------------------------------------------------------
+
+
+def model_name(body: dict[str, Any]) -> str:
+    """The model a request names: `model`, or `name` as older clients send it."""
+    name = body.get("model", body.get("name"))
+    if not isinstance(name, str) or not name:
+        raise ApiError(400, "model is required: the name of a model", "model")
+    return name
+
+
+def stored(state: ServerState, name: str) -> store.ModelEntry | None:
+    """The store's entry for a request's model name (aliases followed), or None when the name
+    is not a store name (a file under the server's model directories)."""
+    try:
+        return store.model_info(state.config.aliases.get(name, name))
+    except (LlamayError, OSError):  # not a stored name, not even a name, or a damaged entry
+        return None
+
+
+def timestamp(seconds: float | datetime) -> str:
+    """An RFC 3339 time, as Ollama writes them."""
+    if isinstance(seconds, datetime):
+        return seconds.isoformat()
+    if math.isinf(seconds):
+        return _FOREVER.isoformat()
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat()
+
+
+def respond_ndjson(resp: falcon.Response, objects: Iterator[dict[str, Any]]) -> None:
+    """Answer with one JSON object per line, each sent as it is made."""
+    resp.content_type = NDJSON
+    resp.stream = (json.dumps(obj, ensure_ascii=False).encode() + b"\n" for obj in objects)
+
+
+def details(n_parameters: int, family: str | None, quant: str | None) -> dict[str, Any]:
+    """Ollama's `details` of a model."""
+    return {
+        "parent_model": "",
+        "format": "gguf",
+        "family": family or "",
+        "families": [family] if family else [],
+        "parameter_size": _parameter_size(n_parameters),
+        "quantization_level": quant or "",
+    }
+
+
+# --- listing and describing ------------------------------------------------------------------------
+
+
+class _Tags:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        models = []
+        for name in self.state.models.available():
+            entry = stored(self.state, name)
+            if entry is not None:
+                models.append(
+                    {
+                        "name": name,
+                        "model": name,
+                        "modified_at": timestamp(entry.modified),
+                        "size": entry.size,
+                        "digest": entry.digest.removeprefix("sha256:"),
+                        "details": details(
+                            _stored_parameters(entry.path), entry.family, entry.quant
+                        ),
+                    }
+                )
+        resp.media = {"models": models}
+
+
+class _Show:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, self.state.config.max_body_bytes)
+        name = model_name(body)
+        entry = stored(self.state, name)
+        if entry is None:
+            raise ApiError(404, f"model {name!r} not found", "model")
+        metadata = gguf.read(entry.path).metadata
+        verbose = body.get("verbose") is True
+        info = {
+            key: (_plain(value) if verbose or not isinstance(value, _ARRAY_TYPES) else None)
+            for key, value in metadata.items()
+        }
+        info["general.parameter_count"] = _stored_parameters(entry.path)
+        chat_template = ChatTemplate.from_gguf_metadata(metadata).source
+        template = entry.template or chat_template
+        capabilities = ["completion"]
+        if "tools" in chat_template:
+            capabilities.append("tools")
+        answer = {
+            "modelfile": _modelfile(entry, template),
+            "parameters": _parameters_text(entry.params),
+            "template": template,
+            "details": details(_stored_parameters(entry.path), entry.family, entry.quant),
+            "model_info": info,
+            "capabilities": capabilities,
+            "modified_at": timestamp(entry.modified),
+        }
+        if entry.system is not None:
+            answer["system"] = entry.system
+        if entry.license is not None:
+            answer["license"] = entry.license
+        resp.media = answer
+
+
+class _Ps:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        models = []
+        for loaded in self.state.models.loaded():
+            entry = stored(self.state, loaded.name)
+            metadata = loaded.model.file.metadata
+            family = entry.family if entry else metadata.get("general.architecture")
+            models.append(
+                {
+                    "name": loaded.name,
+                    "model": loaded.name,
+                    "size": loaded.size,
+                    "digest": entry.digest.removeprefix("sha256:") if entry else "",
+                    "details": details(
+                        _parameters(loaded.model.file), family, entry.quant if entry else None
+                    ),
+                    "expires_at": timestamp(loaded.expires_at),
+                    "size_vram": 0,
+                    "context_length": loaded.model.n_ctx,
+                }
+            )
+        resp.media = {"models": models}
+
+
+# --- changing the store ----------------------------------------------------------------------------
+
+
+class _Pull:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, self.state.config.max_body_bytes)
+        name = model_name(body)
+        insecure = body.get("insecure", False) is True
+
+        def pull(progress: Callable[[dict], None]) -> None:
+            store.pull(name, insecure=insecure, progress=progress)
+            self.state.models.unload(name)  # a loaded older version is reloaded on next use
+
+        _run(resp, body, pull)
+
+
+class _Create:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, self.state.config.max_body_bytes)
+        name = model_name(body)
+        for unsupported in ("quantize", "adapters", "messages"):
+            if body.get(unsupported):
+                raise ApiError(400, f"create does not support {unsupported!r}", unsupported)
+        kwargs = self._source(body)
+        for field in ("template", "system"):
+            if body.get(field) is not None:
+                kwargs[field] = _text(body, field)
+        license_text = body.get("license")
+        if isinstance(license_text, list) and all(isinstance(t, str) for t in license_text):
+            license_text = "\n\n".join(license_text)
+        if license_text is not None:
+            if not isinstance(license_text, str):
+                raise ApiError(400, "license must be text or a list of texts", "license")
+            kwargs["license"] = license_text
+        if body.get("parameters") is not None:
+            if not isinstance(body["parameters"], dict):
+                raise ApiError(400, "parameters must be an object", "parameters")
+            kwargs["params"] = body["parameters"]
+
+        def create(progress: Callable[[dict], None]) -> None:
+            progress({"status": "parsing GGUF"})
+            store.create(name, **kwargs)
+            self.state.models.unload(name)
+            progress({"status": "writing manifest"})
+            progress({"status": "success"})
+
+        _run(resp, body, create)
+
+    def _source(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The model the new one is made from: `files` (one uploaded GGUF blob) or `from` (a
+        model name, or a file under the server's model directories)."""
+        files, source = body.get("files"), body.get("from")
+        if (files is None) == (source is None):
+            raise ApiError(400, "give either 'from' (a model) or 'files' (an uploaded GGUF blob)")
+        if source is not None:
+            if not isinstance(source, str) or not source:
+                raise ApiError(400, "from must be a model name", "from")
+            path = self.state.models.resolve(source)  # 404, or 403-like refusal, before storing
+            target = self.state.config.aliases.get(source, source)
+            return {"from_": target if stored(self.state, source) else str(path)}
+        if not isinstance(files, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in files.items()
+        ):
+            raise ApiError(400, "files must map file names to blob digests", "files")
+        ggufs = [digest for file, digest in files.items() if file.endswith(".gguf")]
+        if len(ggufs) != 1 or len(files) != 1:
+            raise ApiError(400, "files must hold exactly one .gguf file", "files")
+        return {"model_digest": ggufs[0]}
+
+
+class _Copy:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, self.state.config.max_body_bytes)
+        source, destination = _text(body, "source"), _text(body, "destination")
+        store.copy(self.state.config.aliases.get(source, source), destination)
+        self.state.models.unload(destination)
+        resp.status = falcon.HTTP_200
+
+
+class _Delete:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
+        name = model_name(read_json(req, self.state.config.max_body_bytes))
+        try:
+            store.remove(name)
+        except ModelNotFound:
+            raise ApiError(404, f"model {name!r} not found", "model") from None
+        self.state.models.unload(name)
+        # Under whatever name a model was loaded, it goes once its file is gone.
+        for loaded in self.state.models.loaded():
+            if not loaded.path.exists():
+                self.state.models.unload(loaded.name)
+        resp.status = falcon.HTTP_200
+
+
+class _Blobs:
+    def on_head(self, req: falcon.Request, resp: falcon.Response, digest: str) -> None:
+        resp.status = falcon.HTTP_200 if store.has_blob(digest) else falcon.HTTP_404
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, digest: str) -> None:
+        if not store.has_blob(digest):
+            store.import_blob(digest, req.bounded_stream)
+        resp.status = falcon.HTTP_201
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+
+def _run(
+    resp: falcon.Response, body: dict[str, Any], work: Callable[[Callable[[dict], None]], None]
+) -> None:
+    """Run `work(progress)`: streamed, its progress events as NDJSON ending with an `error`
+    object if it fails; otherwise the last event once it is done (or the error, as a status)."""
+    stream = body.get("stream", True)
+    if not isinstance(stream, bool):
+        raise ApiError(400, "stream must be true or false", "stream")
+    if not stream:
+        events: list[dict] = []
+        work(events.append)
+        resp.media = events[-1] if events else {"status": "success"}
+        return
+    respond_ndjson(resp, _progress_stream(work))
+
+
+def _progress_stream(work: Callable[[Callable[[dict], None]], None]) -> Iterator[dict[str, Any]]:
+    """The events of `work` as it runs in a thread (a pull outlives a client that goes away:
+    the blobs it stores are reused by the next pull)."""
+    events: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    done = object()
+
+    def run() -> None:
+        try:
+            work(events.put)
+        except LlamayError as error:
+            events.put({"error": str(error)})
+        except Exception as error:  # the stream has begun: the error can only go in it
+            events.put({"error": f"internal error: {type(error).__name__}: {error}"})
+        events.put(done)
+
+    threading.Thread(target=run, name="llamay-ollama-progress", daemon=True).start()
+    while (event := events.get()) is not done:
+        yield event
+
+
+def _text(body: dict[str, Any], field: str) -> str:
+    value = body.get(field)
+    if not isinstance(value, str) or not value:
+        raise ApiError(400, f"{field} must be a non-empty string", field)
+    return value
+
+
+def _plain(value: Any) -> Any:
+    return value.tolist() if isinstance(value, np.ndarray) else value
+
+
+def _parameters(file: gguf.GGUFFile) -> int:
+    return sum(math.prod(tensor.shape) for tensor in file.tensors.values())
+
+
+@functools.lru_cache(maxsize=64)
+def _stored_parameters(path: Path) -> int:
+    """The parameter count of a stored model (blobs never change: cached by path)."""
+    return _parameters(gguf.read(path))
+
+
+def _parameter_size(count: int) -> str:
+    """A parameter count as Ollama labels it: 268.10M, 7.2B."""
+    for unit, scale in (("B", 10**9), ("M", 10**6), ("K", 10**3)):
+        if count >= scale:
+            return f"{count / scale:.2f}{unit}" if unit == "M" else f"{count / scale:.1f}{unit}"
+    return str(count)
+
+
+def _parameters_text(params: dict[str, Any]) -> str:
+    """A params layer as Modelfile PARAMETER lines (`name value`, one per stop string)."""
+    lines = []
+    for key, value in params.items():
+        for item in value if isinstance(value, list) else [value]:
+            lines.append(f"{key:<30} {json.dumps(item) if isinstance(item, str) else item}")
+    return "\n".join(lines)
+
+
+def _modelfile(entry: store.ModelEntry, template: str) -> str:
+    lines = ["# Modelfile generated by llamay", f"FROM {entry.path}"]
+    if template:
+        lines.append(f'TEMPLATE """{template}"""')
+    if entry.system:
+        lines.append(f'SYSTEM """{entry.system}"""')
+    for key, value in entry.params.items():
+        for item in value if isinstance(value, list) else [value]:
+            lines.append(f"PARAMETER {key} {json.dumps(item) if isinstance(item, str) else item}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,778 @@
+"""The OpenAI API: /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models.
+
+Requests and answers follow OpenAI's shapes as the official SDK sends and reads them; fields
+llamay has no use for are ignored. Streams are server-sent events ending with `data: [DONE]`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import falcon
+import numpy as np
+
+from llamay.server import anthropic, inference, openapi, remote, sse
+from llamay.server.errors import ApiError, error_body, from_exception, read_json
+from llamay.server.state import ServerState
+
+OWNER = "llamay"
+
+
+def add_routes(app: falcon.App, state: ServerState) -> None:
+    app.add_route("/v1/chat/completions", _ChatCompletions(state))
+    app.add_route("/v1/completions", _Completions(state))
+    app.add_route("/v1/embeddings", _Embeddings(state))
+    app.add_route("/v1/models", _Models(state))
+    app.add_route("/v1/models/{model_id:path}", _Model(state))
+    errors = {
+        400: "bad request",
+        401: "missing or wrong API key",
+        404: "unknown model",
+        413: "body too large",
+    }
+    for path, summary in (
+        ("/v1/chat/completions", "OpenAI chat completion"),
+        ("/v1/completions", "OpenAI text completion"),
+        ("/v1/embeddings", "OpenAI embeddings"),
+    ):
+        openapi.describe(
+            "POST",
+            path,
+            summary,
+            tag="openai",
+            request={"type": "object", "required": ["model"]},
+            response={"type": "object"},
+            errors=errors,
+            stream_type="text/event-stream" if "embeddings" not in path else None,
+        )
+    openapi.describe(
+        "GET",
+        "/v1/models",
+        "Models (OpenAI, or Anthropic with anthropic-version)",
+        tag="openai",
+        response={"type": "object"},
+    )
+    openapi.describe(
+        "GET",
+        "/v1/models/{model_id}",
+        "One model",
+        tag="openai",
+        response={"type": "object"},
+        errors={404: "unknown model"},
+    )
+
+
+def created() -> int:
+    return int(time.time())
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(12)}"
+
+
+def _model_name(body: Mapping[str, Any]) -> str:
+    name = body.get("model")
+    if not isinstance(name, str) or not name:
+        raise ApiError(400, "model is required: the name of a model, such as gemma3:270m", "model")
+    return name
+
+
+def _stream_options(body: Mapping[str, Any]) -> tuple[bool, bool]:
+    """(stream, include_usage)."""
+    stream = bool(body.get("stream"))
+    options = body.get("stream_options") or {}
+    return stream, stream and bool(isinstance(options, Mapping) and options.get("include_usage"))
+
+
+def _usage(n_prompt: int, n_generated: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": n_prompt,
+        "completion_tokens": n_generated,
+        "total_tokens": n_prompt + n_generated,
+    }
+
+
+def _fingerprint(model: Any) -> str:
+    """The weights, as OpenAI's system_fingerprint names a backend configuration: the first
+    hex digits of the file's digest where the store names it by digest."""
+    return "fp_" + model.path.name.removeprefix("sha256-")[:12]
+
+
+def _stream_failure(error: Exception) -> bytes:
+    """A failure after the stream began, as OpenAI reports one: an event with an `error`."""
+    return sse.event(error_body("openai", from_exception(error)))
+
+
+# --- chat ---------------------------------------------------------------------------------------
+
+
+class _ChatCompletions:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, self.state.config.max_body_bytes)
+        name = _model_name(body)
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise ApiError(400, "messages must be a non-empty list", "messages")
+        stream, include_usage = _stream_options(body)
+        max_tokens = body.get("max_completion_tokens")
+        if max_tokens is None:
+            max_tokens = body.get("max_tokens")
+        provider = remote.find(name)
+        if provider is not None:
+            _remote_chat(self.state, resp, provider, name, body, max_tokens, include_usage)
+            return
+        model = self.state.models.get(name)
+        tools = body.get("tools") or None
+        choice, named = _tool_choice(body.get("tool_choice"), tools)
+        grammar = _grammar(body, tools, choice, named)
+        top_logprobs = body.get("top_logprobs")
+        kwargs = inference.sampling_kwargs(
+            model,
+            max_tokens=max_tokens,
+            temperature=body.get("temperature"),
+            top_p=body.get("top_p"),
+            top_k=body.get("top_k"),
+            min_p=body.get("min_p"),
+            presence_penalty=body.get("presence_penalty"),
+            frequency_penalty=body.get("frequency_penalty"),
+            repeat_penalty=body.get("repeat_penalty"),
+            logit_bias=body.get("logit_bias"),
+            seed=body.get("seed"),
+            stop=body.get("stop"),
+            logprobs=(top_logprobs or 0) if body.get("logprobs") else None,
+            grammar=grammar,
+        )
+        prompt = inference.chat_prompt(
+            model,
+            messages,
+            tools=tools if choice != "none" else None,
+            truncate=bool(body.get("truncate")),
+            reserve=kwargs.get("max_tokens") or 1,
+        )
+        generations = inference.start(model, prompt, body.get("n", 1), kwargs)
+        chat = _Chat(
+            self.state,
+            name,
+            model,
+            prompt,
+            generations,
+            kwargs,
+            tools if choice != "none" else None,
+            choice,
+        )
+        if stream:
+            sse.respond(resp, chat.stream(include_usage), lambda: inference.release(generations))
+        else:
+            resp.media = chat.collect()
+
+
+def _remote_chat(
+    state: ServerState,
+    resp: falcon.Response,
+    provider: Any,
+    name: str,
+    body: Mapping[str, Any],
+    max_tokens: Any,
+    include_usage: bool,
+) -> None:
+    """A chat completion answered by a remote provider (remote.py), in OpenAI's shape."""
+    stream = bool(body.get("stream"))
+    reply = remote.ask(
+        provider,
+        body["messages"],
+        max_tokens=max_tokens,
+        temperature=body.get("temperature"),
+        stream=stream,
+        top_p=body.get("top_p"),
+        stop=body.get("stop"),
+        seed=body.get("seed"),
+    )
+    answer_id = new_id("chatcmpl")
+    made = created()
+
+    def usage() -> dict[str, int]:
+        n_prompt, n_generated = reply.n_prompt or 0, reply.n_generated or 0
+        state.metrics.tokens(name, n_prompt, n_generated)
+        return _usage(n_prompt, n_generated)
+
+    def chunk(choices: list[dict[str, Any]], usage_value: Any = None) -> bytes:
+        return _chunk(answer_id, made, name, None, choices, include_usage, usage_value)
+
+    def events() -> Iterator[bytes]:
+        try:
+            yield chunk([_delta(0, {"role": "assistant", "content": ""})])
+            for text in remote.deltas(reply):
+                yield chunk([_delta(0, {"content": text})])
+            yield chunk([_delta(0, {}, None, remote.finish_reason(reply))])
+            if include_usage:
+                yield chunk([], usage())
+            yield sse.event("[DONE]")
+        except Exception as error:
+            yield _stream_failure(error)
+
+    if stream:
+        sse.respond(resp, events(), reply.close)
+        return
+    text = "".join(reply)
+    message = {"role": "assistant", "content": text, "refusal": None}
+    resp.media = {
+        "id": answer_id,
+        "object": "chat.completion",
+        "created": made,
+        "model": name,
+        "system_fingerprint": None,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": remote.finish_reason(reply),
+            }
+        ],
+        "usage": usage(),
+    }
+
+
+def _chunk(
+    answer_id: str,
+    made: int,
+    name: str,
+    fingerprint: str | None,
+    choices: list[dict[str, Any]],
+    include_usage: bool,
+    usage: Any = None,
+) -> bytes:
+    """One chat.completion.chunk event; `usage` is in every chunk when the client asked for
+    it (null but in the last)."""
+    chunk = {
+        "id": answer_id,
+        "object": "chat.completion.chunk",
+        "created": made,
+        "model": name,
+        "system_fingerprint": fingerprint,
+        "choices": choices,
+    }
+    if include_usage:
+        chunk["usage"] = usage
+    return sse.event(chunk)
+
+
+def _tool_choice(value: Any, tools: Sequence[Any] | None) -> tuple[str, str | None]:
+    """("auto" | "none" | "required" | "named", the named tool)."""
+    if value is None:
+        return ("auto" if tools else "none"), None
+    if value in ("auto", "none", "required"):
+        return value, None
+    if isinstance(value, Mapping):
+        function = value.get("function")
+        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+            return "named", function["name"]
+    raise ApiError(
+        400,
+        f"tool_choice must be auto, none, required or a named function, not {value!r}",
+        "tool_choice",
+    )
+
+
+def _grammar(body: Mapping[str, Any], tools: Any, choice: str, named: str | None) -> Any:
+    if tools is not None and not isinstance(tools, list):
+        raise ApiError(400, "tools must be a list", "tools")
+    if tools and choice != "none":
+        return inference.tool_grammar(tools, choice, named)
+    response_format = body.get("response_format")
+    if not response_format:
+        return None
+    if not isinstance(response_format, Mapping):
+        raise ApiError(400, "response_format must be an object", "response_format")
+    kind = response_format.get("type", "text")
+    schema = None
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, Mapping) else None
+    return inference.json_grammar(kind, schema)
+
+
+class _Chat:
+    """The choices of one chat completion, collected or streamed."""
+
+    def __init__(self, state, name, model, prompt, generations, kwargs, tools, choice) -> None:
+        self.state = state
+        self.name = name
+        self.model = model
+        self.prompt = prompt
+        self.generations = generations
+        self.stop = kwargs.get("stop", [])
+        self.logprobs = "logprobs" in kwargs
+        self.tools = tools
+        self.choice = choice
+        self.id = new_id("chatcmpl")
+        self.created = created()
+
+    def _calls(self, text: str) -> list[dict[str, Any]] | None:
+        if not self.tools:
+            return None
+        call = inference.parse_tool_call(text, self.tools)
+        if call is None:
+            return None
+        return [
+            {
+                "id": f"call_{secrets.token_hex(12)}",
+                "type": "function",
+                "function": {"name": call["name"], "arguments": _json(call["arguments"])},
+            }
+        ]
+
+    def _finish(self, index: int, calls: Any) -> str:
+        outcome = inference.Outcome.of(self.model, self.generations[index], self.stop)
+        return "tool_calls" if calls else outcome.finish_reason
+
+    def _usage(self) -> dict[str, int]:
+        generated = sum(g.n_generated for g in self.generations)
+        self.state.metrics.tokens(self.name, len(self.prompt), generated)
+        return _usage(len(self.prompt), generated)
+
+    def collect(self) -> dict[str, Any]:
+        logprobs: list[list[dict[str, Any]]] = [[] for _ in self.generations]
+        for index, piece in inference.interleave(self.generations):
+            if self.logprobs and piece.token is not None:
+                logprobs[index].append(_logprob_entry(self.model, piece))
+        choices = []
+        for index, generation in enumerate(self.generations):
+            calls = self._calls(generation.text)
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": None if calls else generation.text,
+                "refusal": None,
+            }
+            if calls:
+                message["tool_calls"] = calls
+            choices.append(
+                {
+                    "index": index,
+                    "message": message,
+                    "logprobs": {"content": logprobs[index], "refusal": None}
+                    if self.logprobs
+                    else None,
+                    "finish_reason": self._finish(index, calls),
+                }
+            )
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.name,
+            "system_fingerprint": _fingerprint(self.model),
+            "choices": choices,
+            "usage": self._usage(),
+        }
+
+    def _chunk(
+        self, choices: list[dict[str, Any]], include_usage: bool, usage: Any = None
+    ) -> bytes:
+        fingerprint = _fingerprint(self.model)
+        return _chunk(self.id, self.created, self.name, fingerprint, choices, include_usage, usage)
+
+    def stream(self, include_usage: bool) -> Iterator[bytes]:
+        """Role first, then content deltas (or a tool call's deltas, with its index, once the
+        call is complete), a last chunk per choice with its finish_reason, the usage chunk if
+        asked, then [DONE]."""
+        pieces = inference.interleave(self.generations)
+        try:
+            for index in range(len(self.generations)):
+                delta = {"role": "assistant", "content": ""}
+                yield self._chunk([_delta(index, delta)], include_usage)
+            # A choice whose answer may be a tool call holds its text until it is known.
+            held = ["" for _ in self.generations]
+            holding = [bool(self.tools) for _ in self.generations]
+            for index, piece in pieces:
+                logprobs = None
+                if self.logprobs and piece.token is not None:
+                    logprobs = {"content": [_logprob_entry(self.model, piece)], "refusal": None}
+                if holding[index]:
+                    held[index] += piece.text
+                    stripped = held[index].lstrip()
+                    if self.choice == "auto" and stripped and not stripped.startswith("{"):
+                        holding[index] = False  # text, not a call: send what was held
+                        piece_text = held[index]
+                    else:
+                        continue
+                else:
+                    piece_text = piece.text
+                if piece_text or logprobs:
+                    yield self._chunk(
+                        [_delta(index, {"content": piece_text}, logprobs)], include_usage
+                    )
+            for index, generation in enumerate(self.generations):
+                calls = self._calls(generation.text) if holding[index] else None
+                if calls:
+                    for position, call in enumerate(calls):
+                        head = {
+                            "index": position,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": call["function"]["name"], "arguments": ""},
+                        }
+                        yield self._chunk([_delta(index, {"tool_calls": [head]})], include_usage)
+                        arguments = {
+                            "index": position,
+                            "function": {"arguments": call["function"]["arguments"]},
+                        }
+                        yield self._chunk(
+                            [_delta(index, {"tool_calls": [arguments]})], include_usage
+                        )
+                elif holding[index] and held[index]:
+                    yield self._chunk([_delta(index, {"content": held[index]})], include_usage)
+                finish = self._finish(index, calls)
+                yield self._chunk([_delta(index, {}, None, finish)], include_usage)
+            if include_usage:
+                yield self._chunk([], include_usage, self._usage())
+            else:
+                self._usage()
+            yield sse.event("[DONE]")
+        except Exception as error:  # the status line is gone: report in the stream
+            yield _stream_failure(error)
+        finally:
+            pieces.close()
+
+
+def _delta(
+    index: int, delta: dict[str, Any], logprobs: Any = None, finish: str | None = None
+) -> dict[str, Any]:
+    return {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
+
+
+def _logprob_entry(model: Any, piece: Any) -> dict[str, Any]:
+    text = inference.token_text(model, piece.token)
+    top = [
+        {
+            "token": (alt := inference.token_text(model, token)),
+            "logprob": logprob,
+            "bytes": list(alt.encode()),
+        }
+        for token, logprob in (piece.top_logprobs or [])
+    ]
+    return {
+        "token": text,
+        "logprob": piece.logprob,
+        "bytes": list(text.encode()),
+        "top_logprobs": top,
+    }
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+# --- text completions ---------------------------------------------------------------------------
+
+
+class _Completions:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, self.state.config.max_body_bytes)
+        name = _model_name(body)
+        stream, include_usage = _stream_options(body)
+        model = self.state.models.get(name)
+        logprobs = body.get("logprobs")
+        kwargs = inference.sampling_kwargs(
+            model,
+            max_tokens=body.get("max_tokens", 16),
+            temperature=body.get("temperature"),
+            top_p=body.get("top_p"),
+            top_k=body.get("top_k"),
+            min_p=body.get("min_p"),
+            presence_penalty=body.get("presence_penalty"),
+            frequency_penalty=body.get("frequency_penalty"),
+            repeat_penalty=body.get("repeat_penalty"),
+            logit_bias=body.get("logit_bias"),
+            seed=body.get("seed"),
+            stop=body.get("stop"),
+            logprobs=logprobs,
+        )
+        truncate = bool(body.get("truncate"))
+        reserve = kwargs.get("max_tokens") or 1
+        prompts = [_prompt_ids(model, p, truncate, reserve) for p in _prompts(body.get("prompt"))]
+        n = body.get("n", 1)
+        generations = []
+        try:
+            for ids in prompts:
+                generations += inference.start(model, ids, n, kwargs)
+        except BaseException:
+            inference.release(generations)
+            raise
+        completion = _TextCompletion(
+            self.state, name, model, prompts, n, generations, kwargs, bool(body.get("echo"))
+        )
+        if stream:
+            sse.respond(
+                resp, completion.stream(include_usage), lambda: inference.release(generations)
+            )
+        else:
+            resp.media = completion.collect()
+
+
+def _prompts(prompt: Any) -> list[str | list[int]]:
+    """The prompts of a completion request: a string, a list of strings, a list of token ids,
+    or a list of such lists."""
+    if isinstance(prompt, str):
+        return [prompt]
+    if isinstance(prompt, list) and prompt:
+        if all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
+            return [prompt]
+        if all(isinstance(p, str) for p in prompt) or all(isinstance(p, list) for p in prompt):
+            return list(prompt)
+    raise ApiError(400, "prompt must be a string, a list of strings, or token ids", "prompt")
+
+
+def _prompt_ids(model: Any, prompt: str | list[int], truncate: bool, reserve: int) -> list[int]:
+    if isinstance(prompt, str):
+        return inference.text_prompt(model, prompt, truncate=truncate, reserve=reserve)
+    if not prompt or not all(isinstance(t, int) and 0 <= t < model.n_vocab for t in prompt):
+        raise ApiError(
+            400, "a token-id prompt must be a non-empty list of ids in the vocabulary", "prompt"
+        )
+    return inference.fit(model, list(prompt), truncate=truncate, reserve=reserve)
+
+
+class _TextCompletion:
+    def __init__(self, state, name, model, prompts, n, generations, kwargs, echo) -> None:
+        self.state = state
+        self.name = name
+        self.model = model
+        self.prompts = prompts
+        self.n = n
+        self.generations = generations
+        self.stop = kwargs.get("stop", [])
+        self.logprobs = "logprobs" in kwargs
+        self.echo = echo
+        self.id = new_id("cmpl")
+        self.created = created()
+
+    def _echo(self, index: int) -> str:
+        if not self.echo:
+            return ""
+        return self.model.detokenize(self.prompts[index // self.n])
+
+    def _usage(self) -> dict[str, int]:
+        n_prompt = sum(len(p) for p in self.prompts)
+        generated = sum(g.n_generated for g in self.generations)
+        self.state.metrics.tokens(self.name, n_prompt, generated)
+        return _usage(n_prompt, generated)
+
+    def _finish(self, index: int) -> str:
+        return inference.Outcome.of(self.model, self.generations[index], self.stop).finish_reason
+
+    def collect(self) -> dict[str, Any]:
+        logprobs = [_LegacyLogprobs() for _ in self.generations]
+        for index, piece in inference.interleave(self.generations):
+            if self.logprobs and piece.token is not None:
+                logprobs[index].add(self.model, piece)
+        choices = [
+            {
+                "text": self._echo(index) + generation.text,
+                "index": index,
+                "logprobs": logprobs[index].body() if self.logprobs else None,
+                "finish_reason": self._finish(index),
+            }
+            for index, generation in enumerate(self.generations)
+        ]
+        return {
+            "id": self.id,
+            "object": "text_completion",
+            "created": self.created,
+            "model": self.name,
+            "system_fingerprint": _fingerprint(self.model),
+            "choices": choices,
+            "usage": self._usage(),
+        }
+
+    def _chunk(
+        self, choices: list[dict[str, Any]], include_usage: bool, usage: Any = None
+    ) -> bytes:
+        chunk = {
+            "id": self.id,
+            "object": "text_completion",
+            "created": self.created,
+            "model": self.name,
+            "system_fingerprint": _fingerprint(self.model),
+            "choices": choices,
+        }
+        if include_usage:
+            chunk["usage"] = usage
+        return sse.event(chunk)
+
+    def stream(self, include_usage: bool) -> Iterator[bytes]:
+        pieces = inference.interleave(self.generations)
+        try:
+            for index in range(len(self.generations)):
+                if self.echo:
+                    yield self._chunk([_text_choice(index, self._echo(index))], include_usage)
+            for index, piece in pieces:
+                logprobs = None
+                if self.logprobs and piece.token is not None:
+                    entry = _LegacyLogprobs()
+                    entry.add(self.model, piece)
+                    logprobs = entry.body()
+                if piece.text or logprobs:
+                    yield self._chunk([_text_choice(index, piece.text, logprobs)], include_usage)
+            for index in range(len(self.generations)):
+                yield self._chunk(
+                    [_text_choice(index, "", None, self._finish(index))], include_usage
+                )
+            if include_usage:
+                yield self._chunk([], include_usage, self._usage())
+            else:
+                self._usage()
+            yield sse.event("[DONE]")
+        except Exception as error:
+            yield _stream_failure(error)
+        finally:
+            pieces.close()
+
+
+def _text_choice(
+    index: int, text: str, logprobs: Any = None, finish: str | None = None
+) -> dict[str, Any]:
+    return {"text": text, "index": index, "logprobs": logprobs, "finish_reason": finish}
+
+
+class _LegacyLogprobs:
+    """The completions API's logprobs: parallel lists per token."""
+
+    def __init__(self) -> None:
+        self.tokens: list[str] = []
+        self.token_logprobs: list[float] = []
+        self.top_logprobs: list[dict[str, float]] = []
+        self.text_offset: list[int] = []
+        self._offset = 0
+
+    def add(self, model: Any, piece: Any) -> None:
+        text = inference.token_text(model, piece.token)
+        self.tokens.append(text)
+        self.token_logprobs.append(piece.logprob)
+        self.top_logprobs.append(
+            {inference.token_text(model, t): lp for t, lp in (piece.top_logprobs or [])}
+        )
+        self.text_offset.append(self._offset)
+        self._offset += len(piece.text)
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "tokens": self.tokens,
+            "token_logprobs": self.token_logprobs,
+            "top_logprobs": self.top_logprobs,
+            "text_offset": self.text_offset,
+        }
+
+
+# --- embeddings ---------------------------------------------------------------------------------
+
+
+class _Embeddings:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, self.state.config.max_body_bytes)
+        name = _model_name(body)
+        encoding = body.get("encoding_format", "float")
+        if encoding not in ("float", "base64"):
+            raise ApiError(400, "encoding_format must be 'float' or 'base64'", "encoding_format")
+        inputs = _embedding_inputs(body.get("input"))
+        model = self.state.models.get(name)
+        data = []
+        n_tokens = 0
+        for index, item in enumerate(inputs):
+            ids = _prompt_ids(model, item, truncate=bool(body.get("truncate")), reserve=0)
+            n_tokens += len(ids)
+            vector = np.asarray(model.embed(ids), dtype=np.float32)
+            dimensions = body.get("dimensions")
+            if dimensions is not None:
+                vector = _shortened(vector, dimensions)
+            embedding: Any = (
+                base64.b64encode(vector.astype("<f4").tobytes()).decode()
+                if encoding == "base64"
+                else vector.tolist()
+            )
+            data.append({"object": "embedding", "index": index, "embedding": embedding})
+        self.state.metrics.tokens(name, n_tokens, 0)
+        resp.media = {
+            "object": "list",
+            "data": data,
+            "model": name,
+            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
+        }
+
+
+def _embedding_inputs(value: Any) -> list[str | list[int]]:
+    if isinstance(value, str):
+        if not value:
+            raise ApiError(400, "input must not be empty", "input")
+        return [value]
+    try:
+        inputs = _prompts(value)
+    except ApiError:
+        raise ApiError(
+            400, "input must be a string, a list of strings, or token ids", "input"
+        ) from None
+    if any(not item for item in inputs):
+        raise ApiError(400, "input must not contain empty strings", "input")
+    return inputs
+
+
+def _shortened(vector: np.ndarray, dimensions: Any) -> np.ndarray:
+    """The first `dimensions` components, renormalized (as OpenAI's text-embedding-3 do)."""
+    if (
+        isinstance(dimensions, bool)
+        or not isinstance(dimensions, int)
+        or not 1 <= dimensions <= len(vector)
+    ):
+        raise ApiError(400, f"dimensions must be from 1 to {len(vector)}", "dimensions")
+    head = vector[:dimensions]
+    norm = float(np.linalg.norm(head))
+    return head / norm if norm > 0 else head
+
+
+# --- models -------------------------------------------------------------------------------------
+
+
+class _Models:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        names = self.state.models.available()
+        if req.get_header("anthropic-version"):
+            resp.media = anthropic.model_list(names)
+        else:
+            data = [_model_object(name, made) for name, made in names.items()]
+            resp.media = {"object": "list", "data": data}
+
+
+class _Model:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, model_id: str) -> None:
+        if remote.find(model_id) is not None:
+            made = 0
+        else:  # 404 for a name that is no model
+            made = int(self.state.models.resolve(model_id).stat().st_mtime)
+        if req.get_header("anthropic-version"):
+            resp.media = anthropic.model_object(model_id, made)
+        else:
+            resp.media = _model_object(model_id, made)
+
+
+def _model_object(name: str, made: int) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": made, "owned_by": OWNER}

@@ -1,0 +1,23 @@
+"""What every route of one server shares."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from llamay.server.config import ServerConfig
+from llamay.server.metrics import Metrics
+from llamay.server.models import ModelManager
+
+
+@dataclass
+class ServerState:
+    """The server's config, its loaded models, its metrics, when it started; `extras` holds what
+    one family keeps for itself (the native API's open contexts, under "contexts")."""
+
+    config: ServerConfig
+    models: ModelManager
+    metrics: Metrics
+    started_at: float = field(default_factory=time.time)
+    extras: dict[str, Any] = field(default_factory=dict)

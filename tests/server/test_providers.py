@@ -1,0 +1,121 @@
+"""Models that `$LLAMAY_HOME/config.toml` routes to a remote provider, relayed by the OpenAI and
+Anthropic routes. The remote provider here is another real `llamay serve` (the `server`
+fixture), spoken to over both APIs."""
+
+from __future__ import annotations
+
+import json
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+pytestmark = pytest.mark.slow
+
+HELLO = [{"role": "user", "content": "Say hello in three words."}]
+
+
+@pytest.fixture(scope="module")
+def relay(server, tmp_path_factory, launch):
+    home = tmp_path_factory.mktemp("relay-home")
+    (home / "config.toml").write_text(
+        f"""
+[[providers]]
+name = "upstream-openai"
+api = "openai"
+base_url = "{server.base_url}/v1"
+models = {{ "far-gemma" = "gemma3:270m" }}
+
+[[providers]]
+name = "upstream-anthropic"
+api = "anthropic"
+base_url = "{server.base_url}"
+models = {{ "far-claude" = "gemma3:270m" }}
+"""
+    )
+    return launch(home)
+
+
+def local_answer(server) -> str:
+    client = openai.OpenAI(base_url=server.url("/v1"), api_key="unused", max_retries=0)
+    completion = client.chat.completions.create(
+        model="gemma3:270m", messages=HELLO, temperature=0, max_tokens=8
+    )
+    return completion.choices[0].message.content
+
+
+@pytest.mark.parametrize("remote_model", ["far-gemma", "far-claude"])
+def test_openai_clients_reach_remote_models(server, relay, remote_model):
+    client = openai.OpenAI(base_url=relay.url("/v1"), api_key="unused", max_retries=0)
+    options = {"model": remote_model, "messages": HELLO, "temperature": 0, "max_tokens": 8}
+    completion = client.chat.completions.create(**options)
+    assert completion.model == remote_model
+    assert completion.choices[0].message.content == local_answer(server)
+    assert completion.usage.completion_tokens == 8 or completion.choices[0].finish_reason == "stop"
+    streamed = client.chat.completions.create(**options, stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+    assert text == local_answer(server)
+
+
+@pytest.mark.parametrize("remote_model", ["far-gemma", "far-claude"])
+def test_anthropic_clients_reach_remote_models(server, relay, remote_model):
+    client = anthropic.Anthropic(base_url=relay.base_url, api_key="unused", max_retries=0)
+    options = {"model": remote_model, "messages": HELLO, "max_tokens": 8}
+    message = client.messages.create(**options, extra_body={"temperature": 0})
+    assert message.model == remote_model
+    assert message.content[0].text == local_answer(server)
+    with client.messages.stream(**options, extra_body={"temperature": 0}) as stream:
+        assert "".join(stream.text_stream) == local_answer(server)
+        assert stream.get_final_message().stop_reason in ("end_turn", "max_tokens")
+
+
+def test_an_unreachable_provider_is_502(tmp_path_factory, launch):
+    home = tmp_path_factory.mktemp("dead-relay-home")
+    (home / "config.toml").write_text(
+        '[[providers]]\nname = "gone"\napi = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'models = { "gone-model" = "x" }\n'
+    )
+    client = openai.OpenAI(base_url=launch(home).url("/v1"), api_key="unused", max_retries=0)
+    with pytest.raises(openai.APIStatusError) as raised:
+        client.chat.completions.create(model="gone-model", messages=HELLO)
+    assert raised.value.status_code == 502
+    assert "cannot reach" in raised.value.message
+
+
+STORY = {
+    "messages": [{"role": "user", "content": "Write a very long story about dragons."}],
+    "max_tokens": 400,
+    "temperature": 1.0,
+    "seed": 1,
+    "stream": True,
+}
+
+
+@pytest.mark.parametrize("family", ["openai", "anthropic"])
+def test_a_failure_mid_stream_is_reported_in_the_stream(tmp_path_factory, launch, family):
+    """The upstream dies while the relay streams its answer: the stream ends with an error
+    event in the family's format (the status line, 200, is long gone)."""
+    upstream = launch(tmp_path_factory.mktemp("upstream-home"))
+    home = tmp_path_factory.mktemp("failing-relay-home")
+    (home / "config.toml").write_text(
+        f'[[providers]]\nname = "doomed"\napi = "openai"\nbase_url = "{upstream.base_url}/v1"\n'
+        'models = { "doomed-model" = "gemma3:270m" }\n'
+    )
+    relay = launch(home)
+    path = "/v1/chat/completions" if family == "openai" else "/v1/messages"
+    events = []
+    with httpx.stream("POST", relay.url(path), json={"model": "doomed-model", **STORY}) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                events.append(line[6:])
+                if len(events) == 3:
+                    upstream.process.kill()
+    if family == "openai":
+        assert events[0].startswith('{"id"') and events[-1] != "[DONE]"
+        error = json.loads(events[-1])["error"]
+        assert error["type"] == "server_error" and "doomed" in error["message"]
+    else:
+        error = json.loads(events[-1])
+        assert error["type"] == "error" and error["error"]["type"] == "api_error"
