@@ -14,6 +14,7 @@ import llamay
 from llamay import providers, store
 from llamay.engine import Model
 from llamay.engine.generate import chat_prompt_ids
+from llamay.engine.options import OLLAMA_OPTIONS
 from llamay.errors import GrammarError, LlamayError, ModelNotFound
 
 from .inputs import read_text_file
@@ -28,21 +29,9 @@ from .run_stream import (
     stream_remote,
 )
 
-# The generation parameters' flags, by click's names -> by Settings' (Ollama's) names.
-_FLAGS = {
-    "max_tokens": "num_predict",
-    "temperature": "temperature",
-    "top_k": "top_k",
-    "top_p": "top_p",
-    "min_p": "min_p",
-    "typical_p": "typical_p",
-    "repeat_penalty": "repeat_penalty",
-    "repeat_last_n": "repeat_last_n",
-    "presence_penalty": "presence_penalty",
-    "frequency_penalty": "frequency_penalty",
-    "seed": "seed",
-    "stop": "stop",
-}
+# The generation parameters' flags, by click's names (generate's keywords) -> by Settings'
+# (Ollama's) names.
+_FLAGS = {keyword: name for name, keyword in OLLAMA_OPTIONS.items()}
 _LOCAL_ONLY = ("threads", "n_ctx", "raw", "grammar_file", "json_schema", "logprobs")
 
 

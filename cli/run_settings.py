@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from llamay.engine.options import OLLAMA_OPTIONS
 from llamay.engine.sampling import SamplingParams, new_seed
 from llamay.errors import LlamayError
 
@@ -43,12 +44,16 @@ def _count(text: str) -> int:
 @dataclass(frozen=True)
 class Parameter:
     name: str  # Ollama's name: `/set NAME VALUE`, the params layer's key
-    keyword: str  # model.generate's keyword argument
     default: Any
     # From the text typed after /set; ValueError says what is wrong. The ranges are checked by
     # SamplingParams, the one place that knows them.
     parse: Callable[[str], Any]
     help: str
+
+    @property
+    def keyword(self) -> str:
+        """model.generate's keyword argument for this parameter."""
+        return OLLAMA_OPTIONS[self.name]
 
 
 PARAMETERS = {
@@ -56,34 +61,31 @@ PARAMETERS = {
     for p in (
         Parameter(
             "num_predict",
-            "max_tokens",
             None,
             _none_or(_count),
             "most tokens per answer (none: until the turn ends or the context is full)",
         ),
         Parameter(
             "temperature",
-            "temperature",
             _SAMPLING.temperature,
             _number(float),
             "0 is greedy",
         ),
-        Parameter("top_k", "top_k", _SAMPLING.top_k, _number(int), "0 is off"),
-        Parameter("top_p", "top_p", _SAMPLING.top_p, _number(float), "1 is off"),
-        Parameter("min_p", "min_p", _SAMPLING.min_p, _number(float), "0 is off"),
-        Parameter("typical_p", "typical_p", 1.0, _number(float), "1 is off"),
-        Parameter("repeat_penalty", "repeat_penalty", 1.0, _number(float), "1 is off"),
+        Parameter("top_k", _SAMPLING.top_k, _number(int), "0 is off"),
+        Parameter("top_p", _SAMPLING.top_p, _number(float), "1 is off"),
+        Parameter("min_p", _SAMPLING.min_p, _number(float), "0 is off"),
+        Parameter("typical_p", _SAMPLING.typical_p, _number(float), "1 is off"),
+        Parameter("repeat_penalty", _SAMPLING.repeat_penalty, _number(float), "1 is off"),
         Parameter(
             "repeat_last_n",
-            "repeat_last_n",
-            64,
+            _SAMPLING.repeat_last_n,
             _number(int),
             "tokens the penalties look back over (-1: the whole context)",
         ),
-        Parameter("presence_penalty", "presence_penalty", 0.0, _number(float), "0 is off"),
-        Parameter("frequency_penalty", "frequency_penalty", 0.0, _number(float), "0 is off"),
-        Parameter("seed", "seed", None, _none_or(_number(int)), "none: a fresh seed per answer"),
-        Parameter("stop", "stop", (), lambda text: tuple(shlex.split(text)), "stop strings"),
+        Parameter("presence_penalty", _SAMPLING.presence_penalty, _number(float), "0 is off"),
+        Parameter("frequency_penalty", _SAMPLING.frequency_penalty, _number(float), "0 is off"),
+        Parameter("seed", None, _none_or(_number(int)), "none: a fresh seed per answer"),
+        Parameter("stop", (), lambda text: tuple(shlex.split(text)), "stop strings"),
     )
 }
 

@@ -34,6 +34,7 @@ class Context:
         self._logits: np.ndarray | None = None
         self._closed = False
         self.note: dict[str, Any] | None = None  # what a snapshot carried besides the KV
+        model._context_opened()
 
     def __repr__(self) -> str:
         return f"<llamay.Context {self.n_tokens} tokens, {self._n_pages} pages>"
@@ -133,6 +134,7 @@ class Context:
         self._tokens = []
         self._logits = None
         self.model._release(pages)
+        self.model._context_closed()
 
     # ---- for Model.forward_batch, restore and the prefix tree ----
 

@@ -122,6 +122,7 @@ class Model:
         # One step at a time: the engine's scratch buffers are shared by every context.
         # Reentrant: a context garbage-collected inside forward_batch returns its pages there.
         self._lock = threading.RLock()
+        self._open_contexts = 0
 
     def __repr__(self) -> str:
         return f"<llamay.Model {self.arch} {self.path.name} n_ctx={self.n_ctx}>"
@@ -189,6 +190,22 @@ class Model:
     def _scheduler_wake(self) -> None:
         if "_scheduler" in self.__dict__:
             self._scheduler.wake()
+
+    @property
+    def busy(self) -> bool:
+        """Whether any context of this model is open or any generation running: closing the
+        model now would pull the ground from under them."""
+        return self._open_contexts > 0 or (
+            "_scheduler" in self.__dict__ and self._scheduler.n_running > 0
+        )
+
+    def _context_opened(self) -> None:
+        with self._lock:
+            self._open_contexts += 1
+
+    def _context_closed(self) -> None:
+        with self._lock:
+            self._open_contexts -= 1
 
     def kv_stats(self) -> dict[str, Any]:
         """KV page accounting: page_tokens, pages_total, pages_used, pages_free,

@@ -71,7 +71,8 @@ class Scheduler:
 
     @property
     def n_running(self) -> int:
-        return len(self._running)
+        """Generations submitted and not yet finished."""
+        return sum(not g._done for g in list(self._running))
 
     def _adopt_prefix(self, generation: Generation) -> None:
         """Starts a new context from the longest cached prefix of its whole prompt, which the

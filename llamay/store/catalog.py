@@ -98,8 +98,9 @@ def remove(model: str) -> None:
 
 
 def delete_unused(digests: Iterable[str]) -> None:
-    """Delete the blobs among `digests` that no stored name references."""
-    in_use = set()
+    """Delete the blobs among `digests` that no stored name references. A built-in model's
+    file stays: the built-in name needs it with or without a manifest."""
+    in_use = {f"sha256:{model.sha256}" for model in PACKAGED.values()}
     for other in manifests.stored_names():
         raw = manifests.read_manifest(other)
         if raw is not None:

@@ -79,7 +79,11 @@ def parse(text: str) -> ModelName:
         if lowered.startswith(prefix):
             return _huggingface(text[len(prefix) :], text)
     if lowered.endswith(".gguf") or text.startswith(("/", ".", "~")) or Path(text).exists():
-        return ModelName("file", source=str(Path(text).expanduser().resolve()))
+        try:
+            path = Path(text).expanduser()
+        except RuntimeError:  # ~user of a user that does not exist
+            raise ModelNotFound(f"{text}: no such file (no user {text[1:].split('/')[0]!r})") from None
+        return ModelName("file", source=str(path.resolve()))
     return _registry(text, text, scheme="https")
 
 

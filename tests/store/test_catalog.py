@@ -97,3 +97,17 @@ def test_a_model_whose_blob_vanished_is_listed_and_removable(local_model):
     assert listing.stdout.splitlines()[1].split()[:5] == [local_model.name, "159", "KB", "-", "-"]
     remove(local_model.name)
     assert list_models() == []
+
+
+def test_removing_a_copy_of_the_builtin_model_keeps_its_file(gemma_path):
+    builtin = resolve_model("gemma3:270m")
+    copy("gemma3:270m", "mygemma:1")
+    assert model_info("mygemma:1").path == builtin
+    remove("mygemma:1")
+    assert builtin.exists()
+    assert resolve_model("gemma3:270m") == builtin
+
+
+def test_a_name_under_the_home_of_no_such_user_is_not_found():
+    with pytest.raises(ModelNotFound, match="no user 'no-such-user-x'"):
+        model_info("~no-such-user-x/model.gguf")

@@ -153,3 +153,20 @@ def test_a_finished_generation_let_go_of_frees_its_pages(model):
     del generation
     gc.collect()
     assert model.kv_stats()["pages_used"] == baseline
+
+
+def test_a_model_is_busy_while_a_context_is_open_or_a_generation_runs():
+    with llamay.load(LLAMA2, n_ctx=64) as fresh:
+        assert not fresh.busy
+        context = fresh.context()
+        fork = context.fork()
+        assert fresh.busy
+        context.close()
+        assert fresh.busy
+        fork.close()
+        assert not fresh.busy
+        generation = generate(fresh, "The license", max_tokens=3, temperature=0)
+        assert fresh.busy
+        list(generation)
+        generation.context.close()
+        assert not fresh.busy
