@@ -214,6 +214,21 @@ def test_batch_size_does_not_change_outputs(name, kernels):
         assert same_bits(batch, one_by_one[:n_tokens]), n_tokens
 
 
+@pytest.mark.parametrize("name", ["Q8_0", "Q5_0", "Q4_K", "Q6_K"])
+def test_a_matrix_too_big_for_the_caches_gives_the_same_bits_at_every_batch_size(name):
+    # Past 16 MiB a decode step of up to 16 tokens reads the matrix a row at a time (the
+    # output projection of a large vocabulary): it must agree with the tiled path and itself.
+    n_cols = 640 if name in Q8_0_TYPES else 768
+    n_rows = (17 << 20) // (n_cols * by_name(name).block_bytes // by_name(name).block_elems) + 3
+    w, x = case(name, n_cols, n_rows=n_rows, n_tokens=17)
+    for kernels in SIMD_SETS:
+        whole = run(name, w, x, n_rows=n_rows, kernels=kernels)  # 17 tokens: the tiled path
+        for n_tokens in (1, 2, 8, 16):
+            assert same_bits(
+                run(name, w, x[:n_tokens], n_rows=n_rows, kernels=kernels), whole[:n_tokens]
+            ), (kernels, n_tokens)
+
+
 @pytest.mark.parametrize("name", ALL_TYPES)
 def test_thread_count_does_not_change_outputs(name):
     n_cols = COLUMNS[name][-1]

@@ -308,6 +308,29 @@ INLINE float q32_row(int type, const llamay_weight *w, const llamay_act_q *a, in
     return tree8_ps(acc);
 }
 
+/* Decode of a few tokens: one row decoded once per group for every token's dot, each token's
+   accumulator as q32_row keeps it (the same order, so the same bits). */
+INLINE void q32_row_tokens(int type, const llamay_weight *w, const llamay_act_q *a, int n_tok,
+                           int r, __m512i table, float (*results)[LLAMAY_ROW_BLOCK], int column) {
+    const int nb = w->n_cols / 32;
+    const uint8_t *row = w->packed + (size_t)r * w->packed_row_bytes;
+    __m256 acc[LLAMAY_DECODE_TOKENS];
+    for (int t = 0; t < n_tok; t++) {
+        acc[t] = _mm256_setzero_ps();
+    }
+    for (int g = 0; g * 8 < nb; g++) {
+        const int n = nb - g * 8 < 8 ? nb - g * 8 : 8;
+        group32 G;
+        load_group32(type, row + (size_t)g * llamay_packed_group_bytes(type, 8), n, table, &G);
+        for (int t = 0; t < n_tok; t++) {
+            acc[t] = group_step(type, &G, &a[t], g, present(n), acc[t]);
+        }
+    }
+    for (int t = 0; t < n_tok; t++) {
+        results[t][column] = tree8_ps(acc[t]);
+    }
+}
+
 /* Prefill: group g (of n blocks) of a tile of `rows` weight rows, decoded once for every
    token of the chunk. */
 INLINE void tile_group(int type, const llamay_weight *w, const uint8_t *act, int t0, int n_tok,
@@ -360,10 +383,15 @@ INLINE void q32_kernel(int type, const llamay_weight *w, const uint8_t *act, int
         for (int t = 0; t < n_tokens; t++) {
             a[t] = llamay_act_q_of(w, act, t);
         }
-        for (int r = row_begin; r < row_end; r++) {
-            for (int t = 0; t < n_tokens; t++) {
-                out[(size_t)t * out_stride + r] = q32_row(type, w, &a[t], r, table);
+        /* Gathered per block of rows, then stored a cache line per token: the tokens' output
+           rows lie a whole (power-of-two) vocabulary apart, in one cache set. */
+        float results[LLAMAY_DECODE_TOKENS][LLAMAY_ROW_BLOCK];
+        for (int r0 = row_begin; r0 < row_end; r0 += LLAMAY_ROW_BLOCK) {
+            const int n_rows = row_end - r0 < LLAMAY_ROW_BLOCK ? row_end - r0 : LLAMAY_ROW_BLOCK;
+            for (int r = 0; r < n_rows; r++) {
+                q32_row_tokens(type, w, a, n_tokens, r0 + r, table, results, r);
             }
+            llamay_store_results(out, out_stride, 0, n_tokens, r0, n_rows, results);
         }
         return;
     }
@@ -959,18 +987,34 @@ INLINE void k_kernel(int type, const llamay_weight *w, const uint8_t *act, int n
         for (int t = 0; t < n_tokens; t++) {
             a[t] = llamay_act_q_of(w, act, t);
         }
-        int r = row_begin;
-        for (; r + 8 <= row_end; r += 8) {
-            for (int t = 0; t < n_tokens; t++) {
-                _mm256_storeu_ps(out + (size_t)t * out_stride + r, k_rows8(type, w, &a[t], r));
+        if (n_tokens == 1) {
+            int r = row_begin;
+            for (; r + 8 <= row_end; r += 8) {
+                _mm256_storeu_ps(out + r, k_rows8(type, w, &a[0], r));
             }
+            if (r < row_end) {
+                float results[1][LLAMAY_ROW_BLOCK];
+                for (int i = 0; r + i < row_end; i++) {
+                    k_row(type, w, act, 0, 1, r + i, results, i);
+                }
+                llamay_store_results(out, out_stride, 0, 1, r, row_end - r, results);
+            }
+            return;
         }
-        if (r < row_end) {
-            float results[LLAMAY_DECODE_TOKENS][LLAMAY_ROW_BLOCK];
-            for (int i = 0; r + i < row_end; i++) {
-                k_row(type, w, act, 0, n_tokens, r + i, results, i);
+        /* Gathered per block of rows, then stored a cache line per token (see q32_kernel). */
+        float results[LLAMAY_DECODE_TOKENS][LLAMAY_ROW_BLOCK];
+        for (int r0 = row_begin; r0 < row_end; r0 += LLAMAY_ROW_BLOCK) {
+            const int n_rows = row_end - r0 < LLAMAY_ROW_BLOCK ? row_end - r0 : LLAMAY_ROW_BLOCK;
+            int r = 0;
+            for (; r + 8 <= n_rows; r += 8) {
+                for (int t = 0; t < n_tokens; t++) {
+                    _mm256_storeu_ps(&results[t][r], k_rows8(type, w, &a[t], r0 + r));
+                }
             }
-            llamay_store_results(out, out_stride, 0, n_tokens, r, row_end - r, results);
+            for (; r < n_rows; r++) {
+                k_row(type, w, act, 0, n_tokens, r0 + r, results, r);
+            }
+            llamay_store_results(out, out_stride, 0, n_tokens, r0, n_rows, results);
         }
         return;
     }
