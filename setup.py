@@ -123,6 +123,7 @@ def extensions() -> list[Extension]:
         kernel("quants", QUANTS),
         kernel("pages", []),
         kernel("tokenize", []),
+        kernel("grammar", ["grammar.c"]),
         kernel("matmul", MATMUL + QUANTS),
         kernel("engine", FORWARD + MATMUL + QUANTS),
     ]
