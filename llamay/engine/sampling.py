@@ -120,7 +120,9 @@ class SamplingParams:
         if not 0 < self.typical_p <= 1:
             raise ValueError(f"typical_p must be in (0, 1] (1 is off), not {self.typical_p}")
         if not self.repeat_penalty > 0:
-            raise ValueError(f"repeat_penalty must be above 0 (1 is off), not {self.repeat_penalty}")
+            raise ValueError(
+                f"repeat_penalty must be above 0 (1 is off), not {self.repeat_penalty}"
+            )
         if self.repeat_last_n < -1:
             raise ValueError(
                 f"repeat_last_n must be -1 (the whole context), 0 (off) or more, "
@@ -132,6 +134,7 @@ class SamplingParams:
         return self.repeat_last_n != 0 and (
             self.repeat_penalty != 1 or self.presence_penalty != 0 or self.frequency_penalty != 0
         )
+
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
@@ -314,7 +317,9 @@ def log_probabilities(
     if not n_top:
         return chosen, None
     best = top_k(logits, n_top)
-    return chosen, [(int(i), float(v - log_total)) for i, v in zip(best.ids, best.logits, strict=True)]
+    return chosen, [
+        (int(i), float(v - log_total)) for i, v in zip(best.ids, best.logits, strict=True)
+    ]
 
 
 def _finite(c: Candidates) -> Candidates:

@@ -82,7 +82,9 @@ def parse(text: str) -> ModelName:
         try:
             path = Path(text).expanduser()
         except RuntimeError:  # ~user of a user that does not exist
-            raise ModelNotFound(f"{text}: no such file (no user {text[1:].split('/')[0]!r})") from None
+            raise ModelNotFound(
+                f"{text}: no such file (no user {text[1:].split('/')[0]!r})"
+            ) from None
         return ModelName("file", source=str(path.resolve()))
     return _registry(text, text, scheme="https")
 
