@@ -292,8 +292,14 @@ OLD_CLIENT = textwrap.dedent(
 )
 
 
-def test_the_0x_sdk(keyed_server, request):
-    target = Path(request.config.cache.mkdir("anthropic-0x"))
+def test_the_0x_sdk(keyed_server, request, tmp_path_factory):
+    # pytest's cache keeps the install between runs; without it (-p no:cacheprovider), this run
+    cache = getattr(request.config, "cache", None)
+    target = (
+        Path(cache.mkdir("anthropic-0x"))
+        if cache is not None
+        else tmp_path_factory.mktemp("anthropic-0x")
+    )
     if not (target / "anthropic").is_dir():
         install = subprocess.run(
             [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target), OLD_SDK],
