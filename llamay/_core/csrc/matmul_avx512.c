@@ -376,6 +376,13 @@ INLINE void q32_tile(int type, const llamay_weight *w, const uint8_t *act, int t
 INLINE void q32_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
                        float *out, size_t out_stride, int row_begin, int row_end) {
     const __m512i table = lookup_table(type == LLAMAY_TYPE_MXFP4 ? kvalues_mxfp4 : kvalues_iq4nl);
+    if (n_tokens == 1) {
+        const llamay_act_q a = llamay_act_q_of(w, act, 0);
+        for (int r = row_begin; r < row_end; r++) {
+            out[r] = q32_row(type, w, &a, r, table);
+        }
+        return;
+    }
     if (llamay_streams_rows(w, n_tokens)) {
         /* Decode steps: each row is read from memory once and stays in L1 for every token's
            dot; the same arithmetic as one token alone, so the bits do not depend on n_tokens. */
