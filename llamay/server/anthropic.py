@@ -23,6 +23,37 @@ from llamay.server.state import ServerState
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "cancelled": "end_turn"}
 
 
+# The request body as the OpenAPI document gives it: the fields llamay reads.
+_MESSAGES_REQUEST = {
+    "type": "object",
+    "required": ["model", "messages", "max_tokens"],
+    "properties": {
+        "model": {"type": "string", "examples": ["gemma3:270m"]},
+        "max_tokens": {"type": "integer", "minimum": 1},
+        "messages": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["role", "content"],
+                "properties": {
+                    "role": {"enum": ["user", "assistant", "system"]},
+                    "content": {"type": ["string", "array"]},
+                },
+            },
+        },
+        "system": {"type": ["string", "array"]},
+        "stop_sequences": {"type": "array", "items": {"type": "string"}},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 1},
+        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
+        "top_k": {"type": "integer", "minimum": 0},
+        "stream": {"type": "boolean"},
+        "tools": {"type": "array", "items": {"type": "object"}},
+        "tool_choice": {"type": "object"},
+    },
+}
+
+
 def add_routes(app: falcon.App, state: ServerState) -> None:
     app.add_route("/v1/messages", _Messages(state))
     app.add_route("/v1/messages/count_tokens", _CountTokens(state))
@@ -37,7 +68,7 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
         "/v1/messages",
         "Anthropic message",
         tag="anthropic",
-        request={"type": "object", "required": ["model", "messages", "max_tokens"]},
+        request=_MESSAGES_REQUEST,
         response={"type": "object"},
         errors=errors,
         stream_type="text/event-stream",
@@ -47,7 +78,7 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
         "/v1/messages/count_tokens",
         "Anthropic token count",
         tag="anthropic",
-        request={"type": "object", "required": ["model", "messages"]},
+        request={**_MESSAGES_REQUEST, "required": ["model", "messages"]},
         response={"type": "object", "properties": {"input_tokens": {"type": "integer"}}},
         errors=errors,
     )

@@ -67,7 +67,7 @@ def timestamp(seconds: float | datetime) -> str:
     """An RFC 3339 time, as Ollama writes them."""
     if isinstance(seconds, datetime):
         return seconds.isoformat()
-    if math.isinf(seconds):
+    if seconds >= _FOREVER.timestamp():  # forever (inf), or a keep_alive past any calendar
         return _FOREVER.isoformat()
     return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat()
 

@@ -23,6 +23,68 @@ from llamay.server.state import ServerState
 OWNER = "llamay"
 
 
+# The request bodies as the OpenAPI document gives them: the fields llamay reads (others are
+# ignored, as OpenAI's own server ignores what it does not know).
+_SAMPLING_FIELDS = {
+    "model": {"type": "string", "examples": ["gemma3:270m"]},
+    "max_tokens": {"type": ["integer", "null"], "minimum": 0},
+    "temperature": {"type": ["number", "null"], "minimum": 0, "maximum": 2},
+    "top_p": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+    "n": {"type": ["integer", "null"], "minimum": 1},
+    "stream": {"type": ["boolean", "null"]},
+    "stop": {"type": ["string", "array", "null"], "items": {"type": "string"}},
+    "seed": {"type": ["integer", "null"]},
+    "presence_penalty": {"type": ["number", "null"], "minimum": -2, "maximum": 2},
+    "frequency_penalty": {"type": ["number", "null"], "minimum": -2, "maximum": 2},
+    "logit_bias": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
+}
+_CHAT_REQUEST = {
+    "type": "object",
+    "required": ["model", "messages"],
+    "properties": {
+        **_SAMPLING_FIELDS,
+        "messages": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["role"],
+                "properties": {
+                    "role": {"enum": ["system", "developer", "user", "assistant", "tool"]},
+                    "content": {"type": ["string", "array", "null"]},
+                },
+            },
+        },
+        "max_completion_tokens": {"type": ["integer", "null"], "minimum": 0},
+        "logprobs": {"type": ["boolean", "null"]},
+        "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
+        "response_format": {"type": ["object", "null"]},
+        "tools": {"type": ["array", "null"], "items": {"type": "object"}},
+        "tool_choice": {"type": ["string", "object", "null"]},
+        "stream_options": {"type": ["object", "null"]},
+    },
+}
+_COMPLETION_REQUEST = {
+    "type": "object",
+    "required": ["model", "prompt"],
+    "properties": {
+        **_SAMPLING_FIELDS,
+        "prompt": {"type": ["string", "array"]},
+        "logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 5},
+        "echo": {"type": ["boolean", "null"]},
+    },
+}
+_EMBEDDINGS_REQUEST = {
+    "type": "object",
+    "required": ["model", "input"],
+    "properties": {
+        "model": _SAMPLING_FIELDS["model"],
+        "input": {"type": ["string", "array"]},
+        "encoding_format": {"enum": ["float", "base64"]},
+    },
+}
+
+
 def add_routes(app: falcon.App, state: ServerState) -> None:
     app.add_route("/v1/chat/completions", _ChatCompletions(state))
     app.add_route("/v1/completions", _Completions(state))
@@ -35,17 +97,17 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
         404: "unknown model",
         413: "body too large",
     }
-    for path, summary in (
-        ("/v1/chat/completions", "OpenAI chat completion"),
-        ("/v1/completions", "OpenAI text completion"),
-        ("/v1/embeddings", "OpenAI embeddings"),
+    for path, summary, request in (
+        ("/v1/chat/completions", "OpenAI chat completion", _CHAT_REQUEST),
+        ("/v1/completions", "OpenAI text completion", _COMPLETION_REQUEST),
+        ("/v1/embeddings", "OpenAI embeddings", _EMBEDDINGS_REQUEST),
     ):
         openapi.describe(
             "POST",
             path,
             summary,
             tag="openai",
-            request={"type": "object", "required": ["model"]},
+            request=request,
             response={"type": "object"},
             errors=errors,
             stream_type="text/event-stream" if "embeddings" not in path else None,

@@ -125,13 +125,13 @@ def served_routes(app: falcon.App) -> list[tuple[str, str]]:
 
 
 def document(app: falcon.App) -> dict[str, Any]:
-    """The OpenAPI 3.0 document of every route `app` serves."""
+    """The OpenAPI 3.1 document (JSON Schema 2020-12 bodies) of every route `app` serves."""
     paths: dict[str, dict[str, Any]] = {}
     for method, template in served_routes(app):
         op = _OPERATIONS.get((method, template)) or Operation(f"{method} {template}", "other")
         paths.setdefault(template, {})[method.lower()] = _operation(method, template, op)
     return {
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {
             "title": "llamay",
             "version": __version__,

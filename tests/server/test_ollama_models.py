@@ -176,3 +176,12 @@ def test_a_failed_pull_is_an_error_in_the_stream_or_a_400(client):
         client.pull(name, insecure=True)
     assert failed.value.status_code == 400
     assert name not in names(client)
+
+
+def test_a_keep_alive_past_any_calendar_reads_as_forever():
+    import math
+
+    from llamay.server.ollama_models import timestamp
+
+    assert timestamp(1e17) == timestamp(math.inf) == "9999-12-31T00:00:00+00:00"
+    assert timestamp(0.0) == "1970-01-01T00:00:00+00:00"
