@@ -390,23 +390,7 @@ def _format_grammar(output_config: Any) -> Any:
 def _system(system: Any) -> list[dict[str, Any]]:
     if system is None or system == "":
         return []
-    return [{"role": "system", "content": _blocks_text(system, "system")}]
-
-
-def _blocks_text(content: Any, where: str) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = []
-        for block in content:
-            if not isinstance(block, Mapping) or block.get("type") != "text":
-                kind = block.get("type") if isinstance(block, Mapping) else type(block).__name__
-                raise ApiError(
-                    400, f"{where}: blocks of type {kind!r} are not supported here; send text"
-                )
-            texts.append(str(block.get("text", "")))
-        return "\n".join(texts)
-    raise ApiError(400, f"{where}: content must be a string or a list of blocks")
+    return [{"role": "system", "content": inference.text_of(system, "system")}]
 
 
 def _message(raw: Any) -> list[dict[str, Any]]:
@@ -418,7 +402,7 @@ def _message(raw: Any) -> list[dict[str, Any]]:
     role = raw["role"]
     content = raw.get("content")
     if role == "system" or isinstance(content, str):
-        return [{"role": role, "content": _blocks_text(content, "messages")}]
+        return [{"role": role, "content": inference.text_of(content, "messages")}]
     if not isinstance(content, list):
         raise ApiError(400, "messages: content must be a string or a list of blocks")
     texts: list[str] = []
@@ -433,7 +417,7 @@ def _message(raw: Any) -> list[dict[str, Any]]:
             function = {"name": block.get("name"), "arguments": arguments}
             calls.append({"id": block.get("id"), "type": "function", "function": function})
         elif kind == "tool_result" and role == "user":
-            text = _blocks_text(block.get("content") or "", "tool_result")
+            text = inference.text_of(block.get("content") or "", "tool_result")
             if block.get("is_error"):
                 text = f"Error: {text}"
             results.append(

@@ -167,8 +167,9 @@ def _call_text(call: Mapping[str, Any]) -> str:
     return json.dumps({"name": function.get("name"), "arguments": arguments}, ensure_ascii=False)
 
 
-def text_of(content: Any) -> str:
-    """Message content given as a string or as text parts, as one string."""
+def text_of(content: Any, where: str = "content") -> str:
+    """Message content given as a string or as text parts (OpenAI) or blocks (Anthropic), as
+    one string; 400 naming `where` for any other kind of part."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -178,10 +179,12 @@ def text_of(content: Any) -> str:
         for part in content:
             if not isinstance(part, Mapping) or part.get("type") != "text":
                 kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
-                raise ApiError(400, f"content parts of type {kind!r} are not supported; send text")
+                raise ApiError(
+                    400, f"{where}: parts of type {kind!r} are not supported here; send text"
+                )
             texts.append(str(part.get("text", "")))
         return "\n".join(texts)
-    raise ApiError(400, f"message content must be a string or a list of parts, not {content!r}")
+    raise ApiError(400, f"{where}: content must be a string or a list of parts, not {content!r}")
 
 
 # --- options -----------------------------------------------------------------------------------

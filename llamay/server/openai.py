@@ -311,12 +311,14 @@ def _chunk(
     choices: list[dict[str, Any]],
     include_usage: bool,
     usage: Any = None,
+    kind: str = "chat.completion.chunk",
 ) -> bytes:
-    """One chat.completion.chunk event; `usage` is in every chunk when the client asked for
-    it (null but in the last)."""
+    """One streamed chunk event (`kind`: chat.completion.chunk, or text_completion for the
+    completions API); `usage` is in every chunk when the client asked for it (null but in
+    the last)."""
     chunk = {
         "id": answer_id,
-        "object": "chat.completion.chunk",
+        "object": kind,
         "created": made,
         "model": name,
         "system_fingerprint": fingerprint,
@@ -661,17 +663,17 @@ class _TextCompletion:
     def _chunk(
         self, choices: list[dict[str, Any]], include_usage: bool, usage: Any = None
     ) -> bytes:
-        chunk = {
-            "id": self.id,
-            "object": "text_completion",
-            "created": self.created,
-            "model": self.name,
-            "system_fingerprint": _fingerprint(self.model),
-            "choices": choices,
-        }
-        if include_usage:
-            chunk["usage"] = usage
-        return sse.event(chunk)
+        fingerprint = _fingerprint(self.model)
+        return _chunk(
+            self.id,
+            self.created,
+            self.name,
+            fingerprint,
+            choices,
+            include_usage,
+            usage,
+            kind="text_completion",
+        )
 
     def stream(self, include_usage: bool) -> Iterator[bytes]:
         pieces = inference.interleave(self.generations)
