@@ -123,6 +123,9 @@ class Model:
         # Reentrant: a context garbage-collected inside forward_batch returns its pages there.
         self._lock = threading.RLock()
         self._open_contexts = 0
+        # Made here, not on first use: two threads' first generate() must share one. Its
+        # thread starts with the first generation.
+        self._scheduler = Scheduler(self)
 
     def __repr__(self) -> str:
         return f"<llamay.Model {self.arch} {self.path.name} n_ctx={self.n_ctx}>"
@@ -180,24 +183,17 @@ class Model:
     def n_embd(self) -> int:
         return self.hparams.n_embd
 
-    @functools.cached_property
-    def _scheduler(self) -> Scheduler:
-        return Scheduler(self)
-
     def _schedule(self, generation: Generation) -> None:
         self._scheduler.submit(generation)
 
     def _scheduler_wake(self) -> None:
-        if "_scheduler" in self.__dict__:
-            self._scheduler.wake()
+        self._scheduler.wake()
 
     @property
     def busy(self) -> bool:
         """Whether any context of this model is open or any generation running: closing the
         model now would pull the ground from under them."""
-        return self._open_contexts > 0 or (
-            "_scheduler" in self.__dict__ and self._scheduler.n_running > 0
-        )
+        return self._open_contexts > 0 or self._scheduler.n_running > 0
 
     def _context_opened(self) -> None:
         with self._lock:
@@ -235,8 +231,7 @@ class Model:
 
     def close(self) -> None:
         """Frees the packed weights and scratch buffers; the model runs no step after this."""
-        if "_scheduler" in self.__dict__:
-            self._scheduler.close()
+        self._scheduler.close()
         with self._lock:
             self._engine.close()
 

@@ -39,11 +39,13 @@ class Scheduler:
         self._closed = False
 
     def submit(self, generation: Generation) -> None:
+        if generation.context.n_tokens == 0 and generation._pending:
+            # before taking the scheduler's lock: adopting waits for the model's lock, which a
+            # running step holds
+            self._adopt_prefix(generation)
         with self._wakeup:
             if self._closed:
                 raise LlamayError("the model is closed: load it again to generate")
-            if generation.context.n_tokens == 0 and generation._pending:
-                self._adopt_prefix(generation)
             self._running.append(generation)
             if self._thread is None:
                 self._thread = threading.Thread(
