@@ -4,11 +4,7 @@ driven through stdin."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +12,7 @@ import pytest
 import llamay
 from llamay.engine.generate import chat_prompt_ids, generate
 
-from clitools import LLAMAY, assert_user_error, run_llamay
+from clitools import assert_user_error, run_llamay
 
 SYNTH = Path(__file__).parent.parent / "data" / "synth"
 LLAMA2 = SYNTH / "llama2-spm-Q8_0.gguf"  # SPM, BOS; no template in the file: the built-in llama2
@@ -171,28 +167,6 @@ def test_chat_ends_at_end_of_input():
     result = llamay_cli("run", str(QWEN2), "--temp", "0", "-n", "3", stdin="Hello\n")
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("\n") >= 1
-
-
-def test_ctrl_c_stops_the_answer_not_the_session():
-    process = subprocess.Popen(
-        [str(LLAMAY), "run", str(LLAMA2), "--temp", "1", "--min-p", "0"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    process.stdin.write(b"Tell me the whole license\n")
-    process.stdin.flush()
-    os.set_blocking(process.stdout.fileno(), False)
-    deadline = time.monotonic() + 120
-    while not process.stdout.read(1) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    time.sleep(0.5)
-    process.stdin.write(b"/bye\n")
-    process.stdin.close()
-    assert process.wait(timeout=120) == 0
-    assert b"Traceback" not in process.stderr.read()
 
 
 def test_a_conversation_outgrowing_the_context_ends_with_one_error_line():

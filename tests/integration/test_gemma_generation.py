@@ -3,11 +3,11 @@ seeded sample is the same text on 1 and 2 threads."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 import llamay
+
+from concurrency import all_at_once
 
 pytestmark = pytest.mark.slow
 
@@ -29,18 +29,7 @@ def generated(model, request) -> tuple[list[int], str]:
 def test_four_concurrent_generations_equal_the_same_calls_alone(gemma_path):
     with llamay.load(gemma_path, n_ctx=512, prefix_cache=False) as model:
         alone = [generated(model, r) for r in REQUESTS]
-        together: list = [None] * len(REQUESTS)
-        barrier = threading.Barrier(len(REQUESTS))
-
-        def worker(i: int) -> None:
-            barrier.wait()
-            together[i] = generated(model, REQUESTS[i])
-
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(REQUESTS))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        together = all_at_once(lambda request: generated(model, request), REQUESTS)
     assert together == alone
     assert all(tokens for tokens, _ in alone)
 

@@ -4,7 +4,6 @@ do not fit."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,8 @@ import pytest
 
 import llamay
 from llamay.engine.generate import generate
+
+from concurrency import all_at_once
 
 SYNTH = Path(__file__).parent.parent / "data" / "synth"
 LLAMA2 = SYNTH / "llama2-spm-Q8_0.gguf"
@@ -32,19 +33,7 @@ def run_alone(model, request) -> list[int]:
 
 
 def run_together(model, requests) -> list[list[int]]:
-    results: list[list[int] | None] = [None] * len(requests)
-    barrier = threading.Barrier(len(requests))
-
-    def worker(i: int) -> None:
-        barrier.wait()
-        results[i] = run_alone(model, requests[i])
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(requests))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
+    return all_at_once(lambda request: run_alone(model, request), requests)
 
 
 @pytest.fixture(scope="module")
