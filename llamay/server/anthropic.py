@@ -57,12 +57,6 @@ _MESSAGES_REQUEST = {
 def add_routes(app: falcon.App, state: ServerState) -> None:
     app.add_route("/v1/messages", _Messages(state))
     app.add_route("/v1/messages/count_tokens", _CountTokens(state))
-    errors = {
-        400: "bad request",
-        401: "missing or wrong API key",
-        404: "unknown model",
-        413: "body too large",
-    }
     openapi.describe(
         "POST",
         "/v1/messages",
@@ -70,7 +64,7 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
         tag="anthropic",
         request=_MESSAGES_REQUEST,
         response={"type": "object"},
-        errors=errors,
+        errors=openapi.MODEL_ROUTE_ERRORS,
         stream_type="text/event-stream",
     )
     openapi.describe(
@@ -80,7 +74,7 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
         tag="anthropic",
         request={**_MESSAGES_REQUEST, "required": ["model", "messages"]},
         response={"type": "object", "properties": {"input_tokens": {"type": "integer"}}},
-        errors=errors,
+        errors=openapi.MODEL_ROUTE_ERRORS,
     )
 
 

@@ -91,12 +91,6 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
     app.add_route("/v1/embeddings", _Embeddings(state))
     app.add_route("/v1/models", _Models(state))
     app.add_route("/v1/models/{model_id:path}", _Model(state))
-    errors = {
-        400: "bad request",
-        401: "missing or wrong API key",
-        404: "unknown model",
-        413: "body too large",
-    }
     for path, summary, request in (
         ("/v1/chat/completions", "OpenAI chat completion", _CHAT_REQUEST),
         ("/v1/completions", "OpenAI text completion", _COMPLETION_REQUEST),
@@ -109,7 +103,7 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
             tag="openai",
             request=request,
             response={"type": "object"},
-            errors=errors,
+            errors=openapi.MODEL_ROUTE_ERRORS,
             stream_type="text/event-stream" if "embeddings" not in path else None,
         )
     openapi.describe(

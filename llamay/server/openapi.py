@@ -45,6 +45,15 @@ class Operation:
 _OPERATIONS: dict[tuple[str, str], Operation] = {}
 
 
+# What a route that names a model in its body may answer besides success.
+MODEL_ROUTE_ERRORS = {
+    400: "bad request",
+    401: "missing or wrong API key",
+    404: "unknown model",
+    413: "body too large",
+}
+
+
 def describe(
     method: str,
     path: str,
