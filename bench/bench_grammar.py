@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
+from llamay import load_tokenizer
 from llamay.grammar import Grammar
 from llamay.grammar.vocabulary import token_trie
-from llamay.tokenizer import load_tokenizer
 
 DOCUMENT = {
     "name": "Ada Lovelace",

@@ -32,12 +32,12 @@ def ttft(model: llamay.engine.Model, ids: list[int]) -> float:
 
 
 def ttft_cold(model: llamay.engine.Model, ids: list[int]) -> float:
-    model.prefix_tree.clear()
+    model.kv_cache.clear_prefix_cache()
     return ttft(model, ids)
 
 
 def ttft_cached(model: llamay.engine.Model, ids: list[int], cached: int) -> float:
-    model.prefix_tree.clear()
+    model.kv_cache.clear_prefix_cache()
     with model.context() as ctx:
         ctx.feed(ids[:cached])
     return ttft(model, ids)  # its full pages within the first `cached` tokens come cached

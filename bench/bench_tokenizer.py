@@ -14,7 +14,7 @@ import statistics
 import time
 from pathlib import Path
 
-from llamay.tokenizer import load_tokenizer
+from llamay import load_tokenizer
 
 DEFAULT_TEXT = Path(__file__).resolve().parents[1] / "tests" / "data" / "texts" / "gpl-3.txt"
 

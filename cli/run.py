@@ -14,8 +14,8 @@ import llamay
 from llamay import providers, store
 from llamay.engine import Model
 from llamay.engine.generate import chat_prompt_ids
-from llamay.engine.options import OLLAMA_OPTIONS
 from llamay.errors import GrammarError, LlamayError, ModelNotFound
+from llamay.server.ollama_options import OLLAMA_OPTIONS
 
 from .inputs import read_text_file
 from .run_chat import LocalChat, RemoteChat

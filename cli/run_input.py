@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from llamay.store import llamay_home
+from llamay.paths import llamay_home
 
 BLOCK = '"""'
 HISTORY_LINES = 1000

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llamay.engine.options import OLLAMA_OPTIONS
 from llamay.engine.sampling import SamplingParams, new_seed
 from llamay.errors import LlamayError
+from llamay.server.ollama_options import OLLAMA_OPTIONS
 
 _SAMPLING = SamplingParams()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from llamay.tokenizer import load_tokenizer
+from llamay import load_tokenizer
 
 from .inputs import read_text_file
 

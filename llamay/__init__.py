@@ -1,10 +1,18 @@
-"""llamay: a local-first inference runtime for GGUF language models."""
+"""llamay: a local-first inference runtime for GGUF language models.
+
+`load` and `load_tokenizer` are the top of the package: they take a MODEL as users write it (a
+.gguf path or a name in the store, such as `gemma3:270m`), resolve it through the store, and
+hand the file to the engine or the tokenizer, which know only paths.
+"""
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 from llamay import gguf
 from llamay._version import __version__
-from llamay.engine import load
+from llamay.engine import Model
 from llamay.errors import (
     ContextOverflow,
     GrammarError,
@@ -17,7 +25,8 @@ from llamay.errors import (
     UnsupportedCPU,
     UnsupportedModel,
 )
-from llamay.tokenizer import load_tokenizer
+from llamay.store import resolve_model
+from llamay.tokenizer import Tokenizer, read_tokenizer
 
 __all__ = [
     "ContextOverflow",
@@ -35,3 +44,32 @@ __all__ = [
     "load",
     "load_tokenizer",
 ]
+
+
+def load(
+    model: str | os.PathLike[str],
+    threads: int | None = None,
+    n_ctx: int | None = None,
+    kv_memory: int | str | None = None,
+    **options: Any,
+) -> Model:
+    """Load MODEL (a .gguf path or a store name such as `gemma3:270m`) for inference.
+
+    threads: OpenMP threads per forward step (default: every core this process may use).
+    n_ctx: the most tokens one context holds (default: min(4096, the training context)).
+    kv_memory: the KV cache budget, in bytes or as a size ("2GiB"); default: room for four full
+    contexts. Further options, as Model takes them: kv_type "F16" (llama.cpp's default) or
+    "F32"; page_tokens, the KV page size (16, 32 or 64); n_batch, the most tokens one forward
+    step takes; backend, "cpu" (the default) or "reference" (NumPy float64, slow: the spec the
+    CPU backend is tested against); kernels, "best" or a CPU kernel set ("reference", "avx2",
+    "avx512"), every set giving the same logits; prefix_cache (default True): keep full KV pages
+    in the prefix tree and reuse them for new contexts that start with the same tokens (False
+    for benchmarks that time the same prompt again and again).
+    """
+    return Model(resolve_model(model), threads=threads, n_ctx=n_ctx, kv_memory=kv_memory, **options)
+
+
+def load_tokenizer(model: str | os.PathLike[str] | gguf.GGUFFile) -> Tokenizer:
+    """The tokenizer of MODEL: a .gguf path (full model or vocabulary only), a store name such as
+    `gemma3:270m`, or an already read GGUF file."""
+    return read_tokenizer(model if isinstance(model, gguf.GGUFFile) else resolve_model(model))

@@ -31,3 +31,10 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     shared_blobs.mkdir(parents=True, exist_ok=True)
     (home / "blobs").symlink_to(shared_blobs, target_is_directory=True)
     monkeypatch.setenv("LLAMAY_HOME", str(home))
+
+
+@pytest.fixture(scope="module", params=["cpu", "reference"])
+def backend(request) -> str:
+    """Each backend in turn, for the tests that hold every backend to the same behaviour (the
+    reference backend is slow: use it with the tiny synthetic models)."""
+    return request.param

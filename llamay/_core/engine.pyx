@@ -1,10 +1,11 @@
 # cython: language_level=3, annotation_typing=False
-"""The forward step, from Python.
+"""The forward step, from Python: the CPU backend's executor (llamay/backends/cpu.py).
 
 `Engine` binds a model's blocks (llamay.models.spec.ModelSpec) to the C model descriptor of
-csrc/forward.h, packs the weights whose kernels read a packed copy, owns the scratch buffers,
-and runs each step in one C call without the GIL. The module also wraps single kernels, for
-tests and for scoring (token_logprobs).
+csrc/forward.h (declared once in forward.pxd), packs the weights whose kernels read a packed
+copy, owns the scratch buffers, and runs each step over the pages of a PageMemory in one C call
+without the GIL. The module also wraps single kernels, for tests and for scoring
+(token_logprobs).
 
 Kernel sets: 'reference' (plain C), 'avx2', 'avx512', or 'best' (the fastest compiled in).
 Every set gives the same bits; the matmul and the other kernels use the same set.
@@ -16,125 +17,20 @@ from libc.stdint cimport int32_t, uint8_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memset
 
-from llamay._core.pages cimport PageArena, llamay_pages
+from llamay._core.forward cimport *
+from llamay._core.pages cimport PageMemory, llamay_pages
 
 from llamay.errors import LlamayError, UnsupportedModel
-
-cdef extern from "matmul.h" nogil:
-    ctypedef struct llamay_weight:
-        const uint8_t *data
-        int type
-        int n_rows
-        int n_cols
-        size_t row_bytes
-        size_t packed_row_bytes
-        const uint8_t *packed
-        int act_kind
-        size_t act_row_bytes
-    int LLAMAY_KERNELS_REFERENCE
-    int LLAMAY_KERNELS_AVX2
-    int LLAMAY_KERNELS_AVX512
-    int llamay_best_kernel_set()
-    int llamay_kernel_set_available(int kernel_set)
-    int llamay_weight_init(llamay_weight *w, const void *data, int type, int n_rows, int n_cols,
-                           int kernel_set)
-
-cdef extern from "kernels.h" nogil:
-    enum:
-        LLAMAY_SILU
-        LLAMAY_GELU_TANH
-    ctypedef struct llamay_attention:
-        const llamay_pages *kv
-        const int32_t *page_table
-        int layer, kv_head, n_q, pos, window
-        float scale, softcap
-        const float *q
-        float *out
-    ctypedef struct llamay_kernels:
-        const char *name
-        void (*rms_norm)(const float *x, const float *w, int n, float eps,
-                         float *out) noexcept nogil
-        void (*gated)(int activation, const float *gate, const float *up, int n,
-                      float *out) noexcept nogil
-        void (*softcap)(float *x, int n, float cap) noexcept nogil
-        void (*attention)(const llamay_attention *a) noexcept nogil
-        void (*logsumexp)(const float *x, int n, float *max, float *sum) noexcept nogil
-    const llamay_kernels *llamay_kernels_ref()
-    const llamay_kernels *llamay_kernels_avx2()
-    const llamay_kernels *llamay_kernels_avx512()
-
-cdef extern from "rope.h" nogil:
-    int LLAMAY_ROPE_MAX_PAIRS
-    ctypedef struct llamay_rope_params:
-        int n_rot, neox
-        double freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow
-        int n_ctx_orig
-        const float *freq_factors
-    ctypedef struct llamay_rope:
-        int n_rot, neox
-        double mscale
-    int llamay_rope_init(llamay_rope *rope, const llamay_rope_params *params)
-    void llamay_rope_cos_sin(const llamay_rope *rope, int pos, float *cos_sin)
-    void llamay_rope_apply(const llamay_rope *rope, const float *cos_sin, float *x)
-
-cdef extern from "mathfn.h" nogil:
-    double llamay_log_d(double x)
-
-cdef extern from "weights.h" nogil:
-    size_t llamay_copy_bytes(const llamay_weight *w)
-    uint8_t *llamay_huge_alloc(size_t n)
-    void llamay_copy_weight(llamay_weight *w, uint8_t *dest, int n_threads)
-
-cdef extern from "forward.h" nogil:
-    int LLAMAY_MAX_ROPES
-    ctypedef struct llamay_linear:
-        llamay_weight w
-        const float *bias
-    ctypedef struct llamay_layer:
-        const float *attn_norm
-        llamay_linear q, k, v
-        int fused_qkv
-        const float *q_norm
-        const float *k_norm
-        llamay_linear o
-        const float *post_attn_norm
-        const float *ffn_norm
-        llamay_linear gate, up, down
-        int fused_gate_up
-        const float *post_ffn_norm
-        int n_head, n_head_kv, n_ff, window, rope
-    ctypedef struct llamay_model:
-        int n_embd, n_layer, n_vocab, head_dim, activation
-        float norm_eps, attn_scale, attn_softcap, final_softcap, embd_scale
-        const uint8_t *tok_embd
-        int tok_embd_type
-        const float *output_norm
-        llamay_linear output
-        int n_ropes
-        llamay_rope ropes[2]
-        const llamay_layer *layers
-        const llamay_kernels *kernels
-    ctypedef struct llamay_batch:
-        int n_tokens
-        const int32_t *tokens
-        const int32_t *positions
-        const int32_t *const *page_tables
-        int n_logits
-        const int32_t *logit_tokens
-        float *logits
-        int hidden
-    ctypedef struct llamay_scratch:
-        pass
-    llamay_scratch *llamay_scratch_new(const llamay_model *m, int max_tokens)
-    void llamay_scratch_free(llamay_scratch *s)
-    size_t llamay_scratch_bytes(const llamay_model *m, int max_tokens)
-    void llamay_forward(const llamay_model *m, const llamay_pages *kv, llamay_scratch *s,
-                        const llamay_batch *b, int n_threads)
 
 
 # ---- kernel sets ----
 
 KERNEL_SETS = ("reference", "avx2", "avx512")
+QK_NORMS = {
+    "none": LLAMAY_QK_NORM_NONE,
+    "head": LLAMAY_QK_NORM_HEAD,
+    "projection": LLAMAY_QK_NORM_PROJECTION,
+}
 
 
 cdef const llamay_kernels *_table(int kernel_set):
@@ -170,7 +66,7 @@ cdef int _kernel_set(str kernels) except -1:
 # ---- the engine ----
 
 cdef class Engine:
-    """A model bound for forward steps of up to max_tokens tokens over the pages of `arena`.
+    """A model bound for forward steps of up to max_tokens tokens over the pages of `memory`.
 
     threads: the OpenMP threads of each step (and of packing at load).
     """
@@ -179,7 +75,7 @@ cdef class Engine:
     cdef llamay_layer *layers
     cdef llamay_scratch *scratch
     cdef uint8_t *packed
-    cdef PageArena arena
+    cdef PageMemory memory
     cdef readonly int threads
     cdef readonly int max_tokens
     cdef readonly str kernels
@@ -187,7 +83,7 @@ cdef class Engine:
     cdef readonly size_t scratch_bytes
     cdef list _keep  # the arrays the C descriptor points into
 
-    def __cinit__(self, spec, PageArena arena not None, int threads, int max_tokens,
+    def __cinit__(self, spec, PageMemory memory not None, int threads, int max_tokens,
                   str kernels="best"):
         cdef int kernel_set = _kernel_set(kernels)
         cdef int il
@@ -197,8 +93,8 @@ cdef class Engine:
                 f"threads and max_tokens must be positive, not {threads} and {max_tokens}"
             )
         hp = spec.hparams
-        _check_shape(spec, arena)
-        self.arena = arena
+        _check_shape(spec, memory)
+        self.memory = memory
         self.threads = threads
         self.max_tokens = max_tokens
         self.kernels = KERNEL_SETS[kernel_set]
@@ -213,12 +109,13 @@ cdef class Engine:
         c.n_layer = hp.n_layer
         c.n_vocab = spec.n_vocab
         c.head_dim = spec.head_dim
-        c.activation = LLAMAY_GELU_TANH if hp.family.activation == "gelu_tanh" else LLAMAY_SILU
+        c.activation = LLAMAY_GELU_TANH if spec.activation == "gelu_tanh" else LLAMAY_SILU
         c.norm_eps = hp.norm_eps
         c.attn_scale = hp.attn_scale
         c.attn_softcap = hp.attn_softcap
         c.final_softcap = hp.final_softcap
         c.embd_scale = spec.embd_scale
+        c.logit_scale = spec.logit_scale
         c.tok_embd = self._bytes(spec.token_embd.data)
         c.tok_embd_type = spec.token_embd.type_id
         c.output_norm = self._floats(spec.output_norm)
@@ -234,6 +131,7 @@ cdef class Engine:
             if not layer.fused_qkv:
                 self._linear(&l.k, layer.k, kernel_set)
                 self._linear(&l.v, layer.v, kernel_set)
+            l.qk_norm = QK_NORMS[layer.qk_norm]
             l.q_norm = self._floats(layer.q_norm)
             l.k_norm = self._floats(layer.k_norm)
             self._linear(&l.o, layer.o, kernel_set)
@@ -250,6 +148,7 @@ cdef class Engine:
             l.n_ff = layer.n_ff
             l.window = layer.window
             l.rope = layer.rope
+            l.residual_scale = layer.residual_scale
         c.layers = self.layers
         c.kernels = _table(kernel_set)
 
@@ -383,7 +282,7 @@ cdef class Engine:
                 raise ValueError(
                     f"logit_tokens[{i}] = {logit_tokens[i]} is not a token of the step"
                 )
-        cdef const llamay_pages *kv = &self.arena.c
+        cdef const llamay_pages *kv = &self.memory.c
         cdef const int32_t[::1] table
         cdef const int32_t **tables = <const int32_t **>malloc(n * sizeof(int32_t *))
         if tables == NULL:
@@ -433,30 +332,32 @@ cdef llamay_batch _batch(int n, const int32_t *tokens, const int32_t *positions,
 
 
 cdef object _page_table(object pages, const llamay_pages *kv):
-    """pages as a checked int32 view: every id an allocated page of the arena."""
+    """pages as a checked int32 view: every id a page of the memory (which ids hold what is the
+    state engine's to know; here only that no id reaches outside the memory)."""
     cdef const int32_t[::1] view = pages
     cdef Py_ssize_t i
     for i in range(view.shape[0]):
-        if not (0 <= view[i] < kv.n_pages and kv.refcounts[view[i]] > 0):
-            raise ValueError(f"page {view[i]} of a page table is not an allocated page")
+        if not 0 <= view[i] < kv.n_pages:
+            raise ValueError(f"page {view[i]} of a page table is out of range")
     return view
 
 
-cdef int _check_shape(object spec, PageArena arena) except -1:
-    """What the kernels need of a model and its KV arena, with a reason where they do not."""
+cdef int _check_shape(object spec, PageMemory memory) except -1:
+    """What the kernels need of a model and its KV pages, with a reason where they do not."""
     hp = spec.hparams
     d = spec.head_dim
     if d % 16:
         raise UnsupportedModel(
             f"heads of {d} dimensions: llamay's attention needs a multiple of 16"
         )
-    if (arena.n_layers, arena.head_dim) != (hp.n_layer, d) or arena.n_kv_heads < max(hp.n_head_kv):
+    cdef const llamay_pages *kv = &memory.c
+    if (kv.n_layers, kv.head_dim) != (hp.n_layer, d) or kv.n_kv_heads < max(hp.n_head_kv):
         raise ValueError(
-            f"the KV arena ({arena.n_layers} layers x {arena.n_kv_heads} heads x "
-            f"{arena.head_dim}) does not fit the model ({hp.n_layer} x {max(hp.n_head_kv)} x {d})"
+            f"the KV pages ({kv.n_layers} layers x {kv.n_kv_heads} heads x "
+            f"{kv.head_dim}) do not fit the model ({hp.n_layer} x {max(hp.n_head_kv)} x {d})"
         )
-    if arena.page_tokens > 64 or arena.page_tokens % 16:
-        raise ValueError(f"pages of {arena.page_tokens} tokens: attention tiles take 16 to 64")
+    if kv.page_tokens > 64 or kv.page_tokens % 16:
+        raise ValueError(f"pages of {kv.page_tokens} tokens: attention tiles take 16 to 64")
     if len(spec.ropes) > LLAMAY_MAX_ROPES:
         raise UnsupportedModel(
             f"{len(spec.ropes)} RoPE configurations (at most {LLAMAY_MAX_ROPES})"
@@ -540,22 +441,23 @@ def logsumexp(const float[::1] x, str kernels="best") -> tuple:
     return mx, total
 
 
-def attention(PageArena arena not None, const int32_t[::1] page_table, int layer, int kv_head,
+def attention(PageMemory memory not None, const int32_t[::1] page_table, int layer, int kv_head,
               const float[:, ::1] q, int pos, int window=0, float scale=1.0, float softcap=0.0,
               str kernels="best") -> np.ndarray:
     """Query heads q (n_q, head_dim) at position pos against one KV head of the pages."""
     cdef const llamay_kernels *k = _table(_kernel_set(kernels))
     cdef llamay_attention a
-    if q.shape[1] != arena.head_dim or arena.head_dim % 16:
-        raise ValueError(f"q rows must have head_dim = {arena.head_dim} (a multiple of 16)")
-    if not (0 <= layer < arena.n_layers and 0 <= kv_head < arena.n_kv_heads):
+    cdef const llamay_pages *kv = &memory.c
+    if q.shape[1] != kv.head_dim or kv.head_dim % 16:
+        raise ValueError(f"q rows must have head_dim = {kv.head_dim} (a multiple of 16)")
+    if not (0 <= layer < kv.n_layers and 0 <= kv_head < kv.n_kv_heads):
         raise ValueError("layer or kv_head out of range")
-    if pos < 0 or pos // arena.page_tokens >= page_table.shape[0]:
+    if pos < 0 or pos // kv.page_tokens >= page_table.shape[0]:
         raise ValueError(f"position {pos} has no page")
-    _page_table(page_table, &arena.c)
+    _page_table(page_table, kv)
     out = np.empty((q.shape[0], q.shape[1]), dtype=np.float32)
     cdef float[:, ::1] o = out
-    a.kv = &arena.c
+    a.kv = kv
     a.page_table = &page_table[0]
     a.layer = layer
     a.kv_head = kv_head

@@ -1,9 +1,10 @@
-"""Running models: load, contexts, the batched forward pass, perplexity."""
+"""Running models: the Model (a backend and its KV cache), generation, the scheduler that
+batches sequences, perplexity."""
 
 from __future__ import annotations
 
-from llamay.engine.context import Context
-from llamay.engine.model import Model, load
+from llamay.engine.model import Model
 from llamay.engine.perplexity import perplexity
+from llamay.state import Context
 
-__all__ = ["Context", "Model", "load", "perplexity"]
+__all__ = ["Context", "Model", "perplexity"]

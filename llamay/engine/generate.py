@@ -3,8 +3,10 @@
 A `Generation` is one sequence being generated. `generate` starts it from a prompt and hands it
 to the model's scheduler (scheduler.py), which feeds the prompt and then, step after step, one
 sampled token, batched with every other sequence running on the model. The Generation decides
-what its sequence does at each step (`_advance`: sample, check the stops, pass the token on);
-its caller reads the results, as token ids by iterating it or as text with `pieces()`.
+what its sequence does at each step (`advance`: sample, check the stops, pass the token on);
+its caller reads the results, as token ids by iterating it or as text with `pieces()`. The
+scheduler sees only its scheduler's side: `pending`, `consume`, `advance`, `finish`, `fail`,
+`done`, `cancelled`.
 
 Every token a Generation yields is in its context once the iterator is exhausted, so a context
 can be continued (another turn of a chat, another request) from exactly what was generated. An
@@ -16,17 +18,37 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from llamay.engine.sampling import Sampler, SamplingParams
 from llamay.errors import ContextOverflow, LlamayError
+from llamay.state import Context
+from llamay.tokenizer import Tokenizer
 
-if TYPE_CHECKING:  # model.py imports this module to offer Model.generate
-    from llamay.engine.context import Context
-    from llamay.engine.model import Model
+if TYPE_CHECKING:
     from llamay.grammar import Grammar
 
 FinishReason = Literal["stop", "length", "cancelled"]
+
+
+class Scheduling(Protocol):
+    """Where a generation runs: the model's scheduler (scheduler.py)."""
+
+    def submit(self, generation: Generation) -> None: ...
+
+    def wake(self) -> None: ...
+
+
+class Generator(Protocol):
+    """What generating needs of a model (engine/model.py's Model)."""
+
+    n_ctx: int
+    tokenizer: Tokenizer
+    scheduler: Scheduling
+
+    def context(self) -> Context: ...
+
+    def tokenize(self, text: str, add_bos: bool = True, special: bool = True) -> list[int]: ...
 
 
 class Piece(NamedTuple):
@@ -96,7 +118,7 @@ class Generation(Iterator[int]):
 
     def __init__(
         self,
-        model: Model,
+        model: Generator,
         context: Context,
         prompt: Sequence[int],
         sampler: Sampler,
@@ -144,7 +166,7 @@ class Generation(Iterator[int]):
         """End the generation before its next token. A context the generation made itself is
         closed, its pages freed, within one scheduler step. Safe from a signal handler."""
         self._cancelled = True
-        self._model._scheduler_wake()
+        self._model.scheduler.wake()
 
     def __next__(self) -> int:
         while True:
@@ -179,14 +201,42 @@ class Generation(Iterator[int]):
 
     # ---- the scheduler's side ----
 
-    def _advance(self) -> None:
+    @property
+    def pending(self) -> list[int]:
+        """The tokens to feed next: the prompt, then each sampled token."""
+        return self._pending
+
+    def consume(self, n: int) -> None:
+        """The first n pending tokens have been fed."""
+        self._pending = self._pending[n:]
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    @property
+    def owns_context(self) -> bool:
+        """Whether the generation made its context (and closes it when cancelled)."""
+        return self._owns_context
+
+    def adopt_prefix(self) -> None:
+        """A new context starts from the longest cached prefix of the whole prompt, which the
+        prompt chunks fed later could not find."""
+        if self.context.n_tokens == 0 and self._pending:
+            self.consume(self.context.adopt_prefix(self._pending))
+
+    def advance(self) -> None:
         """Called when everything pending has been fed: sample the next token, or finish."""
         if self._cancelled:
-            self._finish("cancelled")
+            self.finish("cancelled")
         elif self._ending is not None:
-            self._finish(self._ending)
+            self.finish(self._ending)
         elif self.context.n_tokens >= self._model.n_ctx or self._out_of_tokens():
-            self._finish("length")
+            self.finish("length")
         else:
             self._sample()
 
@@ -195,7 +245,7 @@ class Generation(Iterator[int]):
         choice = self.sampler.choose(
             self.context.logits(),
             step=self.context.n_tokens,
-            recent=self.context._tokens,
+            recent=self.context.tokens,
             allowed=allowed,
             logprobs=self._logprobs,
         )
@@ -203,7 +253,7 @@ class Generation(Iterator[int]):
             self._first = time.perf_counter()
         token = choice.token
         if self._model.tokenizer.is_eog(token):
-            self._finish("stop")
+            self.finish("stop")
             return
         if self._matcher is not None:
             self._matcher.accept(token)
@@ -221,7 +271,7 @@ class Generation(Iterator[int]):
     def _out_of_tokens(self) -> bool:
         return self._max_tokens is not None and self.n_generated >= self._max_tokens
 
-    def _finish(self, reason: FinishReason) -> None:
+    def finish(self, reason: FinishReason) -> None:
         if reason != "cancelled" and not self._hit_stop_string:
             # held-back text: the last bytes of a character, the start of a stop string
             rest, stopped = self._stops.push(self._decoder.flush())
@@ -236,7 +286,7 @@ class Generation(Iterator[int]):
         self._end()
         self._results.put(_DONE)
 
-    def _fail(self, error: BaseException) -> None:
+    def fail(self, error: BaseException) -> None:
         """Ends the generation with an error that its caller receives."""
         self._end()
         self._results.put(error)
@@ -248,7 +298,7 @@ class Generation(Iterator[int]):
             self.context.close()
 
 
-def chat_prompt_ids(model: Model, rendered: str) -> list[int]:
+def chat_prompt_ids(model: Generator, rendered: str) -> list[int]:
     """The tokens of a conversation rendered by the chat template, special tokens parsed, with one
     BOS: the template's own when it writes one, else the tokenizer's (as llama.cpp avoids a
     double BOS)."""
@@ -258,7 +308,7 @@ def chat_prompt_ids(model: Model, rendered: str) -> list[int]:
 
 
 def generate(
-    model: Model,
+    model: Generator,
     prompt: str | Sequence[int],
     *,
     max_tokens: int | None = None,
@@ -338,5 +388,5 @@ def generate(
         logprobs=logprobs,
         owns_context=owns,
     )
-    model._schedule(generation)
+    model.scheduler.submit(generation)
     return generation

@@ -1,10 +1,14 @@
-"""A loaded model: its file, tokenizer and chat template, its KV pages, and the forward step.
+"""A loaded model: its file, tokenizer and chat template, its KV cache, and the forward step.
 
-`load()` maps the file (weights stay where they lie; the matrices whose kernels read a packed
-layout are packed once into huge pages), reads the hyperparameters through the family zoo and
-binds the C engine. Contexts (context.py) hold the state; `forward_batch` runs one forward pass
-over several of them, cut into steps of at most `n_batch` tokens, taking cached prefixes from
-the prefix tree (state/prefix_tree.py) and copying shared pages before it writes them.
+`Model(path)` maps the file (weights stay where they lie; a backend may pack the matrices its
+kernels read in another layout), reads the hyperparameters through the family zoo, binds the
+backend (llamay/backends) and builds the KV cache (llamay/state) over the backend's pages.
+Contexts hold the state; `forward_batch` runs one forward pass over several of them, cut into
+steps of at most `n_batch` tokens, taking cached prefixes from the prefix tree and copying
+shared pages before it writes them (KVCache.reserve).
+
+A name from the store (`gemma3:270m`) is resolved by `llamay.load`, at the top of the package;
+here MODEL is a path.
 """
 
 from __future__ import annotations
@@ -12,63 +16,37 @@ from __future__ import annotations
 import functools
 import math
 import os
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from llamay import gguf
-from llamay._core.engine import Engine
-from llamay.engine.context import Context
+from llamay import backends, gguf
+from llamay.backends import Batch
 from llamay.engine.generate import Generation, generate
 from llamay.engine.scheduler import Scheduler
 from llamay.errors import ContextOverflow, LlamayError
 from llamay.models.hparams import HParams, from_metadata
 from llamay.models.registry import check_supported
 from llamay.models.spec import model_spec
-from llamay.state import PagePool, parse_size
+from llamay.state import Context, KVCache, KVLayout, ModelIdentity, parse_size
 from llamay.state.fingerprint import file_fingerprint
-from llamay.state.prefix_tree import PrefixTree
-from llamay.tokenizer import Tokenizer, load_tokenizer
+from llamay.tokenizer import Tokenizer, read_tokenizer
 from llamay.tokenizer.chat import ChatTemplate
 
 DEFAULT_N_CTX = 4096  # llama.cpp's default context, capped by what the model was trained for
 # Tokens per forward step: prefill is as fast in steps of 128 as of 512 (within 3%), and the
 # scratch buffers, sized for a step, take a quarter of the memory.
 DEFAULT_N_BATCH = 128
-# Without a KV budget, the pool holds this many full contexts; the arena's memory is only
+# Without a KV budget, the cache holds this many full contexts; the pages' memory is only
 # touched as pages are written, so an unused budget costs address space, not RAM.
 DEFAULT_CONTEXTS = 4
 WANT_LOGITS = ("last", "all", "none", "hidden")
 
 
-def load(
-    model: str | os.PathLike[str],
-    threads: int | None = None,
-    n_ctx: int | None = None,
-    kv_memory: int | str | None = None,
-    **options: Any,
-) -> Model:
-    """Load MODEL (a .gguf path or a store name such as `gemma3:270m`) for inference.
-
-    threads: OpenMP threads per forward step (default: every core this process may use).
-    n_ctx: the most tokens one context holds (default: min(4096, the training context)).
-    kv_memory: the KV cache budget, in bytes or as a size ("2GiB"); default: room for four full
-    contexts. Further options, as Model takes them: kv_type "F16" (llama.cpp's default) or
-    "F32"; page_tokens, the KV page size (16, 32 or 64); n_batch, the most tokens one forward
-    step takes; kernels, "best" or a kernel set ("reference", "avx2", "avx512"), every set
-    giving the same logits; prefix_cache (default True): keep full KV pages in the prefix tree
-    and reuse them for new contexts that start with the same tokens (False for benchmarks
-    that time the same prompt again and again).
-    """
-    from llamay.store import resolve_model  # the store sits beside the engine; only names need it
-
-    return Model(resolve_model(model), threads=threads, n_ctx=n_ctx, kv_memory=kv_memory, **options)
-
-
 class Model:
-    """A model ready to run: tokenize, make contexts, feed them. See `load` for the arguments."""
+    """A model ready to run: tokenize, make contexts, feed them. See `llamay.load` for the
+    arguments; `backend` picks how it runs ("cpu", the default, or "reference")."""
 
     def __init__(
         self,
@@ -82,6 +60,7 @@ class Model:
         n_batch: int = DEFAULT_N_BATCH,
         kernels: str = "best",
         prefix_cache: bool = True,
+        backend: str = "cpu",
     ) -> None:
         self.file = gguf.read(path)
         self.path = self.file.path
@@ -97,35 +76,25 @@ class Model:
         if n_batch < 1:
             raise ValueError(f"n_batch must be at least 1, not {n_batch}")
         self.n_batch = n_batch
-        self.tokenizer: Tokenizer = load_tokenizer(self.file)
+        self.tokenizer: Tokenizer = read_tokenizer(self.file)
         spec = model_spec(self.file, hp, self.n_ctx)
         self.n_vocab = spec.n_vocab
 
-        pages_per_context = math.ceil(self.n_ctx / page_tokens)
+        layout = KVLayout(hp.n_layer, max(hp.n_head_kv), spec.head_dim, page_tokens, kv_type)
         if kv_memory is None:
-            sizing: dict[str, Any] = {"n_pages": DEFAULT_CONTEXTS * pages_per_context}
+            n_pages = DEFAULT_CONTEXTS * math.ceil(self.n_ctx / page_tokens)
         else:
             budget = parse_size(kv_memory) if isinstance(kv_memory, str) else int(kv_memory)
-            sizing = {"budget_bytes": budget}
-        self.pool = PagePool(
-            hp.n_layer,
-            max(hp.n_head_kv),
-            spec.head_dim,
-            page_tokens=page_tokens,
-            dtype=kv_type,
-            **sizing,
+            n_pages = layout.n_pages_for(budget)
+        self.backend = backends.backend(backend)
+        self.executor = self.backend.bind(
+            spec, layout, n_pages, threads=self.threads, max_tokens=n_batch, kernels=kernels
         )
-        self.prefix_tree = PrefixTree(self.pool.arena)
-        self.prefix_cache = prefix_cache
-        self._engine = Engine(spec, self.pool.arena, self.threads, n_batch, kernels)
-        self.kernels = self._engine.kernels
-        # One step at a time: the engine's scratch buffers are shared by every context.
-        # Reentrant: a context garbage-collected inside forward_batch returns its pages there.
-        self._lock = threading.RLock()
-        self._open_contexts = 0
+        self.kernels: str = self.executor.kernels
+        self.kv_cache = KVCache(layout, n_pages, self.executor.storage, prefix_cache=prefix_cache)
         # Made here, not on first use: two threads' first generate() must share one. Its
         # thread starts with the first generation.
-        self._scheduler = Scheduler(self)
+        self.scheduler = Scheduler(self)
 
     def __repr__(self) -> str:
         return f"<llamay.Model {self.arch} {self.path.name} n_ctx={self.n_ctx}>"
@@ -154,7 +123,7 @@ class Model:
 
     @property
     def page_tokens(self) -> int:
-        return self.pool.arena.page_tokens
+        return self.kv_cache.page_tokens
 
     def context(self) -> Context:
         """An empty context."""
@@ -183,45 +152,24 @@ class Model:
     def n_embd(self) -> int:
         return self.hparams.n_embd
 
-    def _schedule(self, generation: Generation) -> None:
-        self._scheduler.submit(generation)
-
-    def _scheduler_wake(self) -> None:
-        self._scheduler.wake()
-
     @property
     def busy(self) -> bool:
         """Whether any context of this model is open or any generation running: closing the
         model now would pull the ground from under them."""
-        return self._open_contexts > 0 or self._scheduler.n_running > 0
-
-    def _context_opened(self) -> None:
-        with self._lock:
-            self._open_contexts += 1
-
-    def _context_closed(self) -> None:
-        with self._lock:
-            self._open_contexts -= 1
+        return self.kv_cache.n_contexts > 0 or self.scheduler.n_running > 0
 
     def kv_stats(self) -> dict[str, Any]:
-        """KV page accounting: page_tokens, pages_total, pages_used, pages_free,
-        bytes_per_page, dtype; pages_cached (pages the prefix tree holds, some of them also
-        held by contexts), prefix_hits and prefix_misses (lookups by empty contexts that
-        found a cached prefix, or none)."""
-        tree = self.prefix_tree
-        return self.pool.stats() | {
-            "pages_cached": tree.n_pages,
-            "prefix_hits": tree.hits,
-            "prefix_misses": tree.misses,
-        }
+        """KV page accounting (KVCache.stats): page_tokens, pages_total, pages_used,
+        pages_free, bytes_per_page, dtype, pages_cached, prefix_hits, prefix_misses."""
+        return self.kv_cache.stats()
 
-    def restore(self, path: str | os.PathLike[str]) -> Context:
+    def restore(self, path: str | os.PathLike[str], *, verify: bool = False) -> Context:
         """A context from a snapshot written by ctx.save. Refuses, allocating nothing, a
-        snapshot of other weights or another KV layout (SnapshotMismatch) and a damaged or
-        newer-format file (SnapshotCorrupt)."""
-        from llamay.state.snapshot import restore
-
-        return restore(self, path)
+        snapshot of other weights, another backend's determinism class or another KV layout
+        (SnapshotMismatch) and a damaged or newer-format file (SnapshotCorrupt). Its pages
+        stay its own (never shared through the prefix tree) unless `verify` recomputes them
+        (Context.restore)."""
+        return Context.restore(self, path, verify=verify)
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -229,11 +177,25 @@ class Model:
         per file and cached under $LLAMAY_HOME."""
         return file_fingerprint(self.path)
 
+    @property
+    def identity(self) -> ModelIdentity:
+        """What a snapshot records of this model."""
+        return ModelIdentity(
+            fingerprint=self.fingerprint,
+            name=self.path.name,
+            n_vocab=self.n_vocab,
+            n_ctx=self.n_ctx,
+            backend=self.backend.name,
+            determinism=self.backend.determinism,
+            kernels=self.kernels,
+        )
+
     def close(self) -> None:
-        """Frees the packed weights and scratch buffers; the model runs no step after this."""
-        self._scheduler.close()
-        with self._lock:
-            self._engine.close()
+        """Frees the weights the backend holds and its scratch buffers; the model runs no
+        step after this."""
+        self.scheduler.close()
+        with self.kv_cache.lock:
+            self.executor.close()
 
     # ---- the forward pass ----
 
@@ -255,22 +217,25 @@ class Model:
             raise ValueError(f"want_logits must be one of {WANT_LOGITS}, not {want_logits!r}")
         feeds = [(ctx, np.asarray(ids, dtype=np.int64).reshape(-1)) for ctx, ids in items]
         self._check_feeds(feeds)
-        with self._lock:
+        cache = self.kv_cache
+        # One step at a time (the executor's scratch is shared by every context), and no page
+        # bookkeeping while one runs.
+        with cache.lock:
             # A prefix cut off by the cache has no logits to give, so "all" computes every one.
-            reuse = self.prefix_cache and want_logits not in ("all", "hidden")
-            adopted = self._adopt_prefixes(feeds) if reuse else []
+            adopted = []
+            if want_logits not in ("all", "hidden"):
+                for i, (ctx, ids) in enumerate(feeds):
+                    n_cached = ctx.adopt_prefix(ids)
+                    if n_cached:
+                        feeds[i] = (ctx, ids[n_cached:])
+                        adopted.append(ctx)
             try:
-                self._reserve(feeds)
+                cache.reserve([(ctx.page_list, ctx.n_tokens, len(ids)) for ctx, ids in feeds])
             except ContextOverflow:
-                for i in adopted:
-                    feeds[i][0]._truncate(0)
+                for ctx in adopted:
+                    ctx.rewind(0)
                 raise
-            full_before = [ctx.n_tokens // self.page_tokens for ctx, _ in feeds]
-            logits = self._run(feeds, want_logits)
-            for (ctx, _), full in zip(feeds, full_before, strict=True):
-                if self.prefix_cache and ctx.n_tokens // self.page_tokens > full:
-                    self.prefix_tree.insert(ctx._tokens, ctx._page_table())
-        return logits
+            return self._run(feeds, want_logits)
 
     def _run(
         self, feeds: list[tuple[Context, np.ndarray]], want_logits: str
@@ -293,53 +258,29 @@ class Model:
             [np.arange(ctx.n_tokens, ctx.n_tokens + len(ids)) for ctx, ids in feeds]
         ).astype(np.int32)
         sequence = np.repeat(np.arange(len(feeds), dtype=np.int32), np.diff(starts))
-        tables = [ctx._page_table() for ctx, _ in feeds]
+        tables = [ctx.page_list.ids for ctx, _ in feeds]
+        if not all(self.kv_cache.in_use(table) for table in tables):
+            raise LlamayError("a page table names a page not in use: the KV state is damaged")
         for begin in range(0, n_tokens, self.n_batch):
             end = min(begin + self.n_batch, n_tokens)
             rows = np.flatnonzero((wanted >= begin) & (wanted < end))  # consecutive
-            self._engine.step(
-                tokens[begin:end],
-                positions[begin:end],
-                sequence[begin:end],
-                tables,
-                (wanted[rows] - begin).astype(np.int32),
-                logits[rows[0] : rows[-1] + 1] if len(rows) else logits[:0],
-                hidden,
+            self.executor.step(
+                Batch(
+                    tokens=tokens[begin:end],
+                    positions=positions[begin:end],
+                    sequence=sequence[begin:end],
+                    page_tables=tables,
+                    outputs=(wanted[rows] - begin).astype(np.int32),
+                    out=logits[rows[0] : rows[-1] + 1] if len(rows) else logits[:0],
+                    hidden=hidden,
+                )
             )
         for i, (ctx, ids) in enumerate(feeds):
             last = {"all": starts[i + 1] - 1, "last": i}.get(want_logits)
-            ctx._append(ids.tolist(), None if last is None else logits[last].copy())
+            ctx.record(ids.tolist(), None if last is None else logits[last].copy())
         if want_logits in ("all", "hidden"):
             return [logits[starts[i] : starts[i + 1]] for i in range(len(feeds))]
         return None
-
-    def _adopt_prefixes(self, feeds: list[tuple[Context, np.ndarray]]) -> list[int]:
-        """Gives each empty context the cached pages of the longest prefix of its tokens; returns
-        which items took some, their ids cut to the tokens left to compute."""
-        adopted = []
-        for i, (ctx, ids) in enumerate(feeds):
-            n_cached = self._adopt_prefix(ctx, ids)
-            if n_cached:
-                feeds[i] = (ctx, ids[n_cached:])
-                adopted.append(i)
-        return adopted
-
-    def _adopt_prefix(self, ctx: Context, ids: Sequence[int] | np.ndarray) -> int:
-        """Gives an empty context the cached pages of the longest prefix of ids (at least the
-        last token is left to compute, for the logits) and appends those tokens; returns how
-        many it took."""
-        if ctx.n_tokens or not self.prefix_cache or len(ids) < 2:
-            return 0
-        with self._lock:
-            pages = self.prefix_tree.match([int(t) for t in ids[:-1]])
-            if not pages:
-                return 0
-            for page in pages:
-                self.pool.arena.incref(page)
-            ctx._add_pages(np.asarray(pages, dtype=np.int32))
-            n_cached = len(pages) * self.page_tokens
-            ctx._append([int(t) for t in ids[:n_cached]], None)
-            return n_cached
 
     def _check_feeds(self, feeds: list[tuple[Context, np.ndarray]]) -> None:
         seen = set()
@@ -349,7 +290,7 @@ class Model:
             if id(ctx) in seen:
                 raise ValueError("a context appears twice in one forward_batch; join its tokens")
             seen.add(id(ctx))
-            ctx._check_open()
+            ctx.check_open()
             if len(ids) == 0:
                 raise ValueError("an item of forward_batch has no tokens")
             if ids.min() < 0 or ids.max() >= self.n_vocab:
@@ -363,37 +304,3 @@ class Model:
                     f"n_ctx = {self.n_ctx}; start a new context, or load the model with a "
                     "larger n_ctx"
                 )
-
-    def _reserve(self, feeds: list[tuple[Context, np.ndarray]]) -> None:
-        """Makes every new position writable, for all contexts or (ContextOverflow) for none:
-        new pages past each context's last one, and a private copy of a partial last page
-        that another context or the prefix tree shares (copy-on-write)."""
-        arena = self.pool.arena
-        needed = [ctx._pages_needed(len(ids)) for ctx, ids in feeds]
-        shared = [ctx._shared_tail() for ctx, _ in feeds]
-        total = sum(needed) + sum(index is not None for index in shared)
-        self._make_room(total)
-        for (ctx, _), n, index in zip(feeds, needed, shared, strict=True):
-            if index is not None:
-                old = int(ctx._page_table()[index])
-                copy = arena.alloc()
-                arena.copy_page(old, copy)
-                arena.decref(old)
-                ctx._replace_page(index, copy)
-            if n:
-                ctx._add_pages(arena.alloc_many(n))
-
-    def _make_room(self, n_pages: int) -> None:
-        """Evicts cached pages until n_pages are free; ContextOverflow (the arena's message,
-        nothing allocated) when even that is not enough."""
-        arena = self.pool.arena
-        if n_pages > arena.n_free:
-            self.prefix_tree.evict(n_pages - arena.n_free)
-        if n_pages > arena.n_free:
-            arena.alloc_many(n_pages)
-
-    def _release(self, pages: np.ndarray) -> None:
-        """Drops a context's references to its pages."""
-        with self._lock:
-            for page in pages:
-                self.pool.arena.decref(int(page))

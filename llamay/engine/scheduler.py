@@ -14,35 +14,44 @@ when or beside what a token was drawn.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
 
+from llamay.engine.generate import Generation
 from llamay.errors import ContextOverflow, LlamayError
-
-if TYPE_CHECKING:
-    from llamay.engine.generate import Generation
-    from llamay.engine.model import Model
+from llamay.state import Context
 
 # Tokens per step beyond the decoding sequences' one each: room for prompt chunks, which are
 # cut so that a long prompt does not stall everyone else's next token for long.
 PREFILL_BUDGET = 256
 
 
+class Stepper(Protocol):
+    """What the scheduler needs of its model."""
+
+    path: Path
+
+    def forward_batch(
+        self, items: Sequence[tuple[Context, Sequence[int]]], want_logits: str = "last"
+    ) -> object: ...
+
+
 class Scheduler:
     """Runs a model's generations; `submit` from any thread."""
 
-    def __init__(self, model: Model, prefill_budget: int = PREFILL_BUDGET) -> None:
+    def __init__(self, model: Stepper, prefill_budget: int = PREFILL_BUDGET) -> None:
         self._model = model
-        self._prefill_budget = prefill_budget
+        self.prefill_budget = prefill_budget
         self._wakeup = threading.Condition()
         self._running: list[Generation] = []
         self._thread: threading.Thread | None = None
         self._closed = False
 
     def submit(self, generation: Generation) -> None:
-        if generation.context.n_tokens == 0 and generation._pending:
-            # before taking the scheduler's lock: adopting waits for the model's lock, which a
-            # running step holds
-            self._adopt_prefix(generation)
+        # before taking the scheduler's lock: adopting waits for the KV cache's lock, which a
+        # running step holds
+        generation.adopt_prefix()
         with self._wakeup:
             if self._closed:
                 raise LlamayError("the model is closed: load it again to generate")
@@ -74,13 +83,7 @@ class Scheduler:
     @property
     def n_running(self) -> int:
         """Generations submitted and not yet finished."""
-        return sum(not g._done for g in list(self._running))
-
-    def _adopt_prefix(self, generation: Generation) -> None:
-        """Starts a new context from the longest cached prefix of its whole prompt, which the
-        prompt chunks fed later could not find."""
-        n = self._model._adopt_prefix(generation.context, generation._pending)
-        generation._pending = generation._pending[n:]
+        return sum(not g.done for g in list(self._running))
 
     def _loop(self) -> None:
         while True:
@@ -90,51 +93,51 @@ class Scheduler:
                 if self._closed:
                     running, self._running = self._running, []
                     for generation in running:
-                        generation._fail(LlamayError("the model was closed while generating"))
+                        generation.fail(LlamayError("the model was closed while generating"))
                     return
                 running = list(self._running)
             try:
                 self._step(running)
             except Exception as error:  # delivered to the callers, never lost
                 for generation in running:
-                    if not generation._done:
-                        generation._fail(error)
+                    if not generation.done:
+                        generation.fail(error)
             with self._wakeup:
-                self._running = [g for g in self._running if not g._done]
+                self._running = [g for g in self._running if not g.done]
             # Hold no finished generation while idle: its context closes when its caller lets
             # go of it, and its pages must not wait for the next request.
             del running
 
     def _step(self, running: list[Generation]) -> None:
         for generation in running:
-            if generation._done:
+            if generation.done:
                 continue
             # A cancelled generation's own context goes at once; a caller's context first takes
             # the token already yielded, so that it holds everything the caller saw.
-            if generation._cancelled and (generation._owns_context or not generation._pending):
-                generation._finish("cancelled")
-            elif not generation._pending:
+            if generation.cancelled and (generation.owns_context or not generation.pending):
+                generation.finish("cancelled")
+            elif not generation.pending:
                 try:
-                    generation._advance()
+                    generation.advance()
                 except Exception as error:  # this sequence's own failure, not its neighbours'
-                    generation._fail(error)
-        feeding = [g for g in running if g._pending and not g._done]
+                    generation.fail(error)
+        feeding = [g for g in running if g.pending and not g.done]
         if not feeding:
             return
-        decoding = [g for g in feeding if len(g._pending) == 1]
-        prefilling = [g for g in feeding if len(g._pending) > 1]
+        decoding = [g for g in feeding if len(g.pending) == 1]
+        prefilling = [g for g in feeding if len(g.pending) > 1]
         plan = [(g, 1) for g in decoding]
-        budget = self._prefill_budget
+        budget = self.prefill_budget
         for generation in prefilling:  # in the order they came
             if budget <= 0:
                 break
-            n = min(len(generation._pending), budget)
+            n = min(len(generation.pending), budget)
             plan.append((generation, n))
             budget -= n
         self._feed(plan)
 
     def _feed(self, plan: list[tuple[Generation, int]]) -> None:
-        items = [(g.context, g._pending[:n]) for g, n in plan]
+        items = [(g.context, g.pending[:n]) for g, n in plan]
         try:
             self._model.forward_batch(items, "last")
         except ContextOverflow:
@@ -142,11 +145,11 @@ class Scheduler:
             # so that only the sequences that do not fit fail.
             for generation, n in plan:
                 try:
-                    self._model.forward_batch([(generation.context, generation._pending[:n])])
+                    self._model.forward_batch([(generation.context, generation.pending[:n])])
                 except ContextOverflow as error:
-                    generation._fail(error)
+                    generation.fail(error)
                     continue
-                generation._pending = generation._pending[n:]
+                generation.consume(n)
             return
         for generation, n in plan:
-            generation._pending = generation._pending[n:]
+            generation.consume(n)

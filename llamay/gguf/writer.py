@@ -18,7 +18,7 @@ import numpy as np
 from llamay.gguf.format import DEFAULT_ALIGNMENT, MAGIC, SCALAR_DTYPES, ValueType
 from llamay.gguf.reader import Tensor
 from llamay.gguf.types import BY_NAME, GGMLType
-from llamay.store.paths import write_atomically
+from llamay.paths import write_atomically
 
 
 @dataclass(frozen=True)

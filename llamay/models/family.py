@@ -1,31 +1,57 @@
-"""What sets one architecture's forward pass apart from Llama's, as llama.cpp builds it.
+"""What a family file declares: how one architecture's forward pass differs from Llama's.
 
-A family file (llama.py, qwen.py, gemma.py, phi3.py) is one `Family` value per architecture:
-it says how the family differs and nothing else. The shared code (hparams.py, tensors.py and the
-C forward step) does the rest.
+A family file (llamay/models/families/<name>.py) holds one `Family` per architecture it covers
+and nothing else. From it the shared code builds the rest: hparams.py reads the numbers (the
+shared keys, plus the keys the family names here), tensors.py says which GGUF tensors each layer
+has and their shapes (for the spec builder and the synthetic-model writer alike), and spec.py
+builds the per-layer `Block` descriptors that the forward step (csrc/forward.h) and the reference
+backend both read. A dense family whose blocks these fields can express is one file.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Norms = Literal["pre", "post", "pre+post"]
+QKNorm = Literal["none", "head", "projection"]
+
+
+@dataclass(frozen=True)
+class Scales:
+    """Multipliers a family puts into the stream, each read from the metadata key
+    {arch}.KEY (None: the family has none; a missing key means 1, as in llama.cpp)."""
+
+    embedding: str | None = None  # multiplies the token embeddings
+    residual: str | None = None  # multiplies attention and FFN outputs before each residual add
+    attention: str | None = None  # multiplies q.k in place of 1/sqrt(head_dim)
+    logit: str | None = None  # the logits are divided by it
 
 
 @dataclass(frozen=True)
 class Family:
-    """How one architecture's forward pass differs from Llama's in llama.cpp."""
+    """How one architecture (general.architecture = `arch`) differs from Llama in llama.cpp."""
 
-    # llama_model_rope_type: Llama rotates adjacent pairs, the others rotate the two halves.
+    arch: str
+    # llama_model_rope_type: Llama rotates adjacent pairs, NeoX rotates the two halves.
     rope_neox: bool = False
     # The FFN's gate activation: silu(gate) * up, or gelu_tanh(gate) * up (Gemma's GeGLU).
-    activation: str = "silu"
-    # Phi-3: ffn_up holds [gate; up] stacked (2 * n_ff rows) and there is no ffn_gate.
+    activation: Literal["silu", "gelu_tanh"] = "silu"
+    # Where the RMS norms sit: before attention and FFN ("pre", Llama), on their outputs before
+    # the residual add ("post", OLMo 2), or both (Gemma 2/3).
+    norms: Norms = "pre"
+    # RMS norm of queries and keys before RoPE: over each head (weights of head_dim: Qwen 3,
+    # Gemma 3) or over the whole projection (weights of n_head * head_dim: OLMo 2).
+    qk_norm: QKNorm = "none"
+    # Phi-3: attn_qkv holds [q; k; v] and ffn_up holds [gate; up] (2 * n_ff rows), no ffn_gate.
+    # The spec builder takes a fused attn_qkv wherever a file has one; the writer writes them.
+    fused_qkv: bool = False
     fused_gate_up: bool = False
-    # Gemma: token embeddings are multiplied by sqrt(n_embd).
-    embedding_scale: bool = False
-    # Gemma 2/3: RMS norms on the attention and FFN outputs, before each residual add.
-    post_norms: bool = False
-    # Qwen 3, Gemma 3: RMS norm over each query and key head (weights of head_dim) before RoPE.
-    qk_norm: bool = False
+    # Linear layers the synthetic writer gives biases (the spec builder takes any bias a file has).
+    biases: tuple[str, ...] = ()
+    # Gemma: token embeddings multiplied by sqrt(n_embd), in fp32.
+    embedding_sqrt_scale: bool = False
+    scales: Scales = Scales()
     # Gemma: the output projection is always token_embd, even if output.weight exists.
     output_is_embedding: bool = False
     # set_swa_pattern(n): layer il uses the sliding window iff il % n < n - 1 (0: never).
@@ -34,6 +60,8 @@ class Family:
     swa_default_window: int = 0
     # Gemma 3: sliding layers rotate with base 10000 and no scaling (rope_freq_*_train_swa).
     swa_rope_base: float | None = None
+    # Layers without RoPE: every n-th layer, il % n == n - 1 (SmolLM3: 4); 0: none.
+    nope_period: int = 0
     # Logit soft-caps, cap * tanh(x / cap). None: llama.cpp does not read the key for this
     # architecture; otherwise the default used when the key is absent (0: no cap).
     attn_softcap: float | None = None
@@ -41,3 +69,17 @@ class Family:
     # Gemma 2/3 scale queries by 1/sqrt(n_embd / n_head) instead of 1/sqrt(head_dim) for their
     # 27B model, which llama.cpp recognises by its layer count (LLM_TYPE_27B).
     layers_of_27b: int = 0
+    # Tensor names that differ from the shared table (tensors.py), role -> name pattern.
+    tensor_names: dict[str, str] = field(default_factory=dict)
+    # Metadata the synthetic writer adds for this family, so that its features are exercised.
+    example_metadata: dict[str, Any] = field(default_factory=dict)
+    # The real models that use it, for docs/models.md and `llamay show`.
+    models: str = ""
+
+    @property
+    def pre_norms(self) -> bool:
+        return self.norms in ("pre", "pre+post")
+
+    @property
+    def post_norms(self) -> bool:
+        return self.norms in ("post", "pre+post")

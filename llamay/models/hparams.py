@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from llamay.errors import ModelFormatError, UnsupportedModel
+from llamay.errors import ModelFormatError
 from llamay.models.family import Family
-from llamay.models.registry import FAMILIES, SUPPORTED
+from llamay.models.registry import family_of
 
 # llama_context's defaults for YaRN (common_params yarn_beta_fast / yarn_beta_slow).
 YARN_BETA_FAST = 32.0
@@ -41,6 +41,9 @@ class HParams:
     head_dim_v: int
     norm_eps: float
     attn_scale: float  # multiplies q·k before the soft-cap and the softmax
+    embd_scale: float  # multiplies the token embeddings (1: none)
+    residual_scale: float  # multiplies attention and FFN outputs before the residual adds
+    logit_scale: float  # multiplies the logits (1: none)
     attn_softcap: float  # 0: none
     final_softcap: float  # 0: none
     sliding_window: int  # 0: none
@@ -59,11 +62,7 @@ class HParams:
 def from_metadata(metadata: dict[str, Any]) -> HParams:
     """Read the hyperparameters of a model from its GGUF metadata."""
     arch = metadata.get("general.architecture")
-    if arch not in FAMILIES:
-        raise UnsupportedModel(
-            f"architecture {arch!r} is not supported; llamay runs: {', '.join(SUPPORTED)}"
-        )
-    family = FAMILIES[arch]
+    family = family_of(arch)
 
     def get(key: str, default: Any = None) -> Any:
         value = metadata.get(f"{arch}.{key}", default)
@@ -109,10 +108,20 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
         for il in range(n_layer)
     )
 
-    if family.layers_of_27b and n_layer == family.layers_of_27b:
+    scales = family.scales
+    if scales.attention is not None and f"{arch}.{scales.attention}" in metadata:
+        attn_scale = float(get(scales.attention))
+    elif family.layers_of_27b and n_layer == family.layers_of_27b:
         attn_scale = 1.0 / math.sqrt(n_embd // n_head[0])
     else:
         attn_scale = 1.0 / math.sqrt(head_dim_k)
+    if family.embedding_sqrt_scale:
+        # ggml_scale by sqrtf(n_embd): the fp32 square root, as llama.cpp computes it
+        embd_scale = float(np.sqrt(np.float32(n_embd)))
+    else:
+        embd_scale = _scale(get, scales.embedding)
+    # llama.cpp scales the logits by 1.0f / f_logit_scale: the quotient in fp32
+    logit_scale = float(np.float32(1.0) / np.float32(_scale(get, scales.logit)))
 
     return HParams(
         arch=arch,
@@ -126,6 +135,9 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
         head_dim_v=head_dim_v,
         norm_eps=float(get("attention.layer_norm_rms_epsilon")),
         attn_scale=attn_scale,
+        embd_scale=embd_scale,
+        residual_scale=_scale(get, scales.residual),
+        logit_scale=logit_scale,
         attn_softcap=_softcap(get, "attn_logit_softcapping", family.attn_softcap),
         final_softcap=_softcap(get, "final_logit_softcapping", family.final_softcap),
         sliding_window=sliding_window,
@@ -151,3 +163,8 @@ def _per_layer(value: Any, n_layer: int) -> tuple[int, ...]:
 
 def _softcap(get, key: str, default: float | None) -> float:
     return 0.0 if default is None else float(get(key, default))
+
+
+def _scale(get, key: str | None) -> float:
+    """A multiplier the family reads from `key`: 1 when it has none or the file lacks it."""
+    return 1.0 if key is None else float(get(key, 1.0))

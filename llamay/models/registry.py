@@ -1,31 +1,37 @@
 """Which architectures llamay runs (each with its family: how its forward pass differs), and a
 clear refusal, by name, for the ones it does not.
 
-A file is checked here before any weight is touched: a refusal costs nothing and says why.
+The families are the `FAMILIES` of every module in llamay/models/families, found when this
+module is first imported: a new family is a new file there, and nothing here changes. A file is
+checked here before any weight is touched: a refusal costs nothing and says why.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from llamay.errors import UnsupportedModel
 from llamay.gguf import GGUFFile
 from llamay.gguf.types import REFUSED
+from llamay.models import families
 from llamay.models.family import Family
-from llamay.models.gemma import GEMMA, GEMMA2, GEMMA3
-from llamay.models.llama import LLAMA
-from llamay.models.phi3 import PHI3
-from llamay.models.qwen import QWEN2, QWEN3
+
+
+def _discover() -> dict[str, Family]:
+    found: dict[str, Family] = {}
+    for module_info in sorted(pkgutil.iter_modules(families.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{families.__name__}.{module_info.name}")
+        for family in getattr(module, "FAMILIES", ()):
+            if family.arch in found:
+                raise RuntimeError(f"two family files declare architecture {family.arch!r}")
+            found[family.arch] = family
+    return found
+
 
 # general.architecture -> how that family's forward pass differs from Llama's
-FAMILIES: dict[str, Family] = {
-    "llama": LLAMA,
-    "qwen2": QWEN2,
-    "qwen3": QWEN3,
-    "gemma": GEMMA,
-    "gemma2": GEMMA2,
-    "gemma3": GEMMA3,
-    "phi3": PHI3,
-}
-SUPPORTED = tuple(FAMILIES)
+FAMILIES: dict[str, Family] = _discover()
+SUPPORTED = tuple(sorted(FAMILIES))
 
 _SSM = "state-space and recurrent models (Mamba, RWKV and hybrids) are not supported"
 _VISION = "vision encoders and multimodal projectors are not supported (llamay runs text models)"
@@ -56,6 +62,17 @@ DECLINED = {
 }
 
 
+def family_of(arch: object) -> Family:
+    """The family of general.architecture `arch`, or UnsupportedModel saying why not."""
+    if isinstance(arch, str) and arch in FAMILIES:
+        return FAMILIES[arch]
+    if isinstance(arch, str) and arch in DECLINED:
+        raise UnsupportedModel(f"architecture {arch!r}: {DECLINED[arch]}")
+    raise UnsupportedModel(
+        f"architecture {arch!r} is not supported; llamay runs: {', '.join(SUPPORTED)}"
+    )
+
+
 def check_supported(gg: GGUFFile) -> str:
     """The file's architecture if llamay runs it; otherwise UnsupportedModel saying why."""
     arch = gg.architecture
@@ -66,12 +83,10 @@ def check_supported(gg: GGUFFile) -> str:
     )
     if arch is None:
         raise vocab_only
-    if arch in DECLINED:
-        raise UnsupportedModel(f"{where}architecture {arch!r}: {DECLINED[arch]}")
-    if arch not in SUPPORTED:
-        raise UnsupportedModel(
-            f"{where}architecture {arch!r} is not supported; llamay runs: {', '.join(SUPPORTED)}"
-        )
+    try:
+        family_of(arch)
+    except UnsupportedModel as error:
+        raise UnsupportedModel(where + str(error)) from None
     if not gg.tensors:
         raise vocab_only
     if any(name.startswith(("v.", "mm.", "vision_")) for name in gg.tensors):

@@ -1,9 +1,10 @@
-"""A model's blocks as the forward step runs them: which GGUF tensor plays which part in each
-layer, checked against the hyperparameters, and the numbers that go with them.
+"""A model's blocks as a backend runs them: which GGUF tensor plays which part in each layer
+(tensors.py's table, checked against the hyperparameters), and the per-layer `Block`
+descriptor that the forward step reads (csrc/forward.h mirrors it field for field).
 
-Every family shares this: the family files only switch parts on or off (post-norms, q/k norms,
-fused projections, a tied output...). Weight matrices stay zero-copy views of the file; only
-the small vectors (norms, biases, RoPE factors) are converted to float32 here.
+Every family shares this; the family file only declares what differs (family.py). Weight
+matrices stay zero-copy views of the file; only the small vectors (norms, biases, RoPE factors)
+are converted to float32 here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import numpy as np
 
 from llamay.errors import ModelFormatError
 from llamay.gguf import GGUFFile, Tensor
+from llamay.models.family import Family, QKNorm
 from llamay.models.hparams import YARN_BETA_FAST, YARN_BETA_SLOW, HParams
+from llamay.models.tensors import ROLES, Dims, name_of
 
 
 @dataclass(frozen=True)
@@ -30,16 +33,22 @@ class Linear:
 
 
 @dataclass(frozen=True)
-class Layer:
-    attn_norm: np.ndarray
+class Block:
+    """One layer: its weights and the descriptor of how it computes.
+
+    None for a norm means the layer has none there: no pre-norm (OLMo 2), no post-norm (Llama).
+    """
+
+    attn_norm: np.ndarray | None
     q: Linear  # with fused_qkv: the rows [q; k; v]
     k: Linear | None
     v: Linear | None
+    qk_norm: QKNorm  # "head": over each head; "projection": over all heads at once
     q_norm: np.ndarray | None
     k_norm: np.ndarray | None
     o: Linear
     post_attn_norm: np.ndarray | None
-    ffn_norm: np.ndarray
+    ffn_norm: np.ndarray | None
     gate: Linear | None  # None with a fused [gate; up] in `up`
     up: Linear
     down: Linear
@@ -48,7 +57,8 @@ class Layer:
     n_head_kv: int
     n_ff: int
     window: int  # 0: attends to every earlier position
-    rope: int  # index into ModelSpec.ropes
+    rope: int  # index into ModelSpec.ropes, or -1 for a layer without RoPE (NoPE)
+    residual_scale: float  # multiplies the attention and FFN outputs before each residual add
 
     @property
     def fused_qkv(self) -> bool:
@@ -61,7 +71,7 @@ class Layer:
 
 @dataclass(frozen=True)
 class Rope:
-    """One RoPE configuration, as ggml_rope_ext receives it (see tests/reference/rope.py)."""
+    """One RoPE configuration, as ggml_rope_ext receives it (backends/reference/rope.py)."""
 
     n_rot: int
     neox: bool
@@ -80,112 +90,141 @@ class ModelSpec:
     hparams: HParams
     n_vocab: int
     head_dim: int
-    embd_scale: float  # 0: none
+    activation: str  # "silu" or "gelu_tanh"
+    embd_scale: float  # multiplies the token embeddings (1: none)
+    logit_scale: float  # multiplies the logits (1: none)
     token_embd: Tensor
     output_norm: np.ndarray
     output: Linear
     ropes: tuple[Rope, ...]
-    layers: tuple[Layer, ...]
+    layers: tuple[Block, ...]
+
+    @property
+    def family(self) -> Family:
+        return self.hparams.family
 
 
 def model_spec(gg: GGUFFile, hp: HParams, n_ctx: int) -> ModelSpec:
     """The blocks of the model in `gg`; `n_ctx` picks Phi-3's long or short RoPE factors."""
-    tensors = _Tensors(gg)
+    family = hp.family
     if hp.head_dim_k != hp.head_dim_v:
         raise ModelFormatError(
             f"{gg.path}: key heads of {hp.head_dim_k} and value heads of {hp.head_dim_v} "
             "dimensions: every supported family has equal ones"
         )
-    embd = tensors.matrix("token_embd.weight", None, hp.n_embd)
+    tensors = _Tensors(gg, family)
+    embd = tensors.matrix(name_of(family, "token_embd"), None, hp.n_embd)
     n_vocab = embd.shape[1]
-    tied = hp.family.output_is_embedding or "output.weight" not in gg.tensors
-    output = tensors.linear("token_embd" if tied else "output", n_vocab, hp.n_embd)
+    dims = Dims(n_vocab, hp.n_embd, 1, 1, hp.head_dim_k, 1, hp.n_rot, False, "none")
+    tied = family.output_is_embedding or not tensors.has(name_of(family, "output"))
+    output = tensors.linear("token_embd" if tied else "output", None, dims)
 
-    factors = _rope_factors(tensors, hp, n_ctx)
-    ropes = [_rope(gg, hp, hp.freq_base, hp.freq_scale, factors)]
-    if any(hp.swa_layers) and (hp.swa_freq_base, hp.swa_freq_scale) != (
-        hp.freq_base,
-        hp.freq_scale,
-    ):
-        ropes.append(_rope(gg, hp, hp.swa_freq_base, hp.swa_freq_scale, factors))
-
-    layers = tuple(_layer(tensors, hp, il, len(ropes) - 1) for il in range(hp.n_layer))
+    ropes = rope_configs(gg, hp, n_ctx)
+    layers = tuple(_block(tensors, hp, il, n_vocab, len(ropes)) for il in range(hp.n_layer))
     return ModelSpec(
         hparams=hp,
         n_vocab=n_vocab,
         head_dim=hp.head_dim_k,
-        # ggml_scale by sqrtf(n_embd): the fp32 square root, as llama.cpp computes it
-        embd_scale=float(np.sqrt(np.float32(hp.n_embd))) if hp.family.embedding_scale else 0.0,
+        activation=family.activation,
+        embd_scale=hp.embd_scale,
+        logit_scale=hp.logit_scale,
         token_embd=embd,
-        output_norm=tensors.vector("output_norm.weight", hp.n_embd),
+        output_norm=tensors.vector("output_norm", None, dims),
         output=output,
         ropes=tuple(ropes),
         layers=layers,
     )
 
 
-def _layer(tensors: _Tensors, hp: HParams, il: int, swa_rope: int) -> Layer:
+def rope_configs(gg: GGUFFile, hp: HParams, n_ctx: int) -> tuple[Rope, ...]:
+    """The model's RoPE configurations: the one most layers use, then the sliding layers' own
+    where it differs (Gemma 3)."""
+    dims = Dims(1, hp.n_embd, 1, 1, hp.head_dim_k, 1, hp.n_rot, False, "none")
+    factors = _rope_factors(_Tensors(gg, hp.family), hp, n_ctx, dims)
+    ropes = [_rope(gg, hp, hp.freq_base, hp.freq_scale, factors)]
+    if any(hp.swa_layers) and (hp.swa_freq_base, hp.swa_freq_scale) != (
+        hp.freq_base,
+        hp.freq_scale,
+    ):
+        ropes.append(_rope(gg, hp, hp.swa_freq_base, hp.swa_freq_scale, factors))
+    return tuple(ropes)
+
+
+def layer_rope(hp: HParams, il: int, n_ropes: int) -> int:
+    """Which of the model's RoPE configurations layer il uses; -1: none (a NoPE layer)."""
+    period = hp.family.nope_period
+    if period and il % period == period - 1:
+        return -1
+    return n_ropes - 1 if hp.swa_layers[il] else 0
+
+
+def _block(tensors: _Tensors, hp: HParams, il: int, n_vocab: int, n_ropes: int) -> Block:
     family = hp.family
-    blk = f"blk.{il}"
-    n_head, n_head_kv, d = hp.n_head[il], hp.n_head_kv[il], hp.head_dim_k
+    n_head, n_head_kv = hp.n_head[il], hp.n_head_kv[il]
     if n_head_kv < 1 or n_head % n_head_kv:
         raise ModelFormatError(
             f"{tensors.path}: layer {il} has {n_head} query heads for {n_head_kv} KV heads; "
             "the query heads must split evenly over the KV heads"
         )
-    n_q, n_kv = n_head * d, n_head_kv * d
-    if tensors.has(f"{blk}.attn_qkv.weight"):
-        q, k, v = tensors.linear(f"{blk}.attn_qkv", n_q + 2 * n_kv, hp.n_embd), None, None
-    else:
-        q = tensors.linear(f"{blk}.attn_q", n_q, hp.n_embd)
-        k = tensors.linear(f"{blk}.attn_k", n_kv, hp.n_embd)
-        v = tensors.linear(f"{blk}.attn_v", n_kv, hp.n_embd)
-    down_tensor = tensors.matrix(f"{blk}.ffn_down.weight", None, None)
-    n_ff = down_tensor.shape[0]
-    if family.fused_gate_up:
-        gate, up = None, tensors.linear(f"{blk}.ffn_up", 2 * n_ff, hp.n_embd)
-    else:
-        gate = tensors.linear(f"{blk}.ffn_gate", n_ff, hp.n_embd)
-        up = tensors.linear(f"{blk}.ffn_up", n_ff, hp.n_embd)
-    return Layer(
-        attn_norm=tensors.vector(f"{blk}.attn_norm.weight", hp.n_embd),
-        q=q,
-        k=k,
-        v=v,
-        q_norm=tensors.vector(f"{blk}.attn_q_norm.weight", d) if family.qk_norm else None,
-        k_norm=tensors.vector(f"{blk}.attn_k_norm.weight", d) if family.qk_norm else None,
-        o=tensors.linear(f"{blk}.attn_output", hp.n_embd, n_q),
-        post_attn_norm=(
-            tensors.vector(f"{blk}.post_attention_norm.weight", hp.n_embd)
-            if family.post_norms
-            else None
-        ),
-        ffn_norm=tensors.vector(f"{blk}.ffn_norm.weight", hp.n_embd),
-        gate=gate,
-        up=up,
-        down=tensors.linear(f"{blk}.ffn_down", hp.n_embd, n_ff),
-        post_ffn_norm=(
-            tensors.vector(f"{blk}.post_ffw_norm.weight", hp.n_embd) if family.post_norms else None
-        ),
+    down = tensors.matrix(name_of(family, "ffn_down", il), hp.n_embd, None)
+    dims = Dims(
+        n_vocab=n_vocab,
+        n_embd=hp.n_embd,
         n_head=n_head,
         n_head_kv=n_head_kv,
-        n_ff=n_ff,
-        window=hp.sliding_window if hp.swa_layers[il] else 0,
-        rope=swa_rope if hp.swa_layers[il] else 0,
+        head_dim=hp.head_dim_k,
+        n_ff=down.shape[0],
+        n_rot=hp.n_rot,
+        fused_gate_up=family.fused_gate_up,
+        qk_norm=family.qk_norm,
+    )
+    fused_qkv = tensors.has(name_of(family, "attn_qkv", il))
+    pre, post = family.pre_norms, family.post_norms
+    qk_norm = family.qk_norm != "none"
+    swa = hp.swa_layers[il]
+
+    def vector(role: str, present: bool) -> np.ndarray | None:
+        return tensors.vector(role, il, dims) if present else None
+
+    def linear(role: str) -> Linear:
+        return tensors.linear(role, il, dims)
+
+    return Block(
+        attn_norm=vector("attn_norm", pre),
+        q=linear("attn_qkv" if fused_qkv else "attn_q"),
+        k=None if fused_qkv else linear("attn_k"),
+        v=None if fused_qkv else linear("attn_v"),
+        qk_norm=family.qk_norm,
+        q_norm=vector("attn_q_norm", qk_norm),
+        k_norm=vector("attn_k_norm", qk_norm),
+        o=linear("attn_output"),
+        post_attn_norm=vector("post_attention_norm", post),
+        ffn_norm=vector("ffn_norm", pre),
+        gate=None if family.fused_gate_up else linear("ffn_gate"),
+        up=linear("ffn_up"),
+        down=linear("ffn_down"),
+        post_ffn_norm=vector("post_ffw_norm", post),
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        n_ff=dims.n_ff,
+        window=hp.sliding_window if swa else 0,
+        rope=layer_rope(hp, il, n_ropes),
+        residual_scale=hp.residual_scale,
     )
 
 
-def _rope_factors(tensors: _Tensors, hp: HParams, n_ctx: int) -> np.ndarray | None:
+def _rope_factors(tensors: _Tensors, hp: HParams, n_ctx: int, dims: Dims) -> np.ndarray | None:
     """Frequency factors (llama_model::get_rope_factors): rope_freqs when the file has it (Llama
     3.1); else Phi-3's rope_factors_long when n_ctx exceeds the original context, its
     rope_factors_short otherwise; else none. Every layer uses the same."""
-    if tensors.has("rope_freqs.weight"):
-        name = "rope_freqs.weight"
+    family = hp.family
+    if tensors.has(name_of(family, "rope_freqs")):
+        role = "rope_freqs"
     elif n_ctx > hp.n_ctx_orig:
-        name = "rope_factors_long.weight"
+        role = "rope_factors_long"
     else:
-        name = "rope_factors_short.weight"
-    return tensors.vector(name, hp.n_rot // 2) if tensors.has(name) else None
+        role = "rope_factors_short"
+    return tensors.vector(role, None, dims) if tensors.has(name_of(family, role)) else None
 
 
 def _rope(gg: GGUFFile, hp: HParams, base: float, scale: float, factors: np.ndarray | None) -> Rope:
@@ -208,10 +247,11 @@ def _rope(gg: GGUFFile, hp: HParams, base: float, scale: float, factors: np.ndar
 
 
 class _Tensors:
-    """The file's tensors by name, with shape checks that name the tensor at fault."""
+    """The file's tensors by role, with shape checks that name the tensor at fault."""
 
-    def __init__(self, gg: GGUFFile) -> None:
+    def __init__(self, gg: GGUFFile, family: Family) -> None:
         self.path = gg.path
+        self.family = family
         self._tensors = gg.tensors
 
     def has(self, name: str) -> bool:
@@ -235,16 +275,21 @@ class _Tensors:
             )
         return t
 
-    def vector(self, name: str, n: int) -> np.ndarray:
+    def vector(self, role: str, il: int | None, dims: Dims, suffix: str = "weight") -> np.ndarray:
+        name = name_of(self.family, role, il, suffix)
         t = self.get(name)
+        n = dims.resolve(ROLES[role].shape)[0]
         if math.prod(t.shape) != n:
             raise ModelFormatError(
                 f"{self.path}: tensor {name} has shape {list(t.shape)}; expected {n} values"
             )
         return np.ascontiguousarray(t.dequantize().reshape(n), dtype=np.float32)
 
-    def linear(self, stem: str, n_rows: int, n_cols: int) -> Linear:
-        weight = self.matrix(f"{stem}.weight", n_rows, n_cols)
-        bias_name = f"{stem}.bias"
-        bias = self.vector(bias_name, n_rows) if self.has(bias_name) else None
-        return Linear(f"{stem}.weight", weight, n_rows, n_cols, bias)
+    def linear(self, role: str, il: int | None, dims: Dims) -> Linear:
+        n_rows, n_cols = dims.resolve(ROLES[role].shape)
+        name = name_of(self.family, role, il)
+        weight = self.matrix(name, n_rows, n_cols)
+        has_bias = self.has(name_of(self.family, role, il, "bias"))
+        # a matrix role's first symbol is its rows: one bias value each
+        bias = self.vector(role, il, dims, "bias") if has_bias else None
+        return Linear(name, weight, n_rows, n_cols, bias)

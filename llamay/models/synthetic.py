@@ -2,7 +2,8 @@
 shapes of our choosing, from a fixed seed.
 
 `llamay verify` runs its determinism checks on `write_builtin` when given no model; the tests
-hold the engine to the float64 reference on the same kind of file (tests/reference/tiny.py).
+hold the CPU backend to the float64 reference backend on the same kind of file
+(tests/helpers/tiny.py).
 The weights mean nothing, so the logits mean nothing; what such a model proves is that the
 engine computes the same bits whatever the threads, batches, forks and snapshots around it.
 """
@@ -18,6 +19,7 @@ import numpy as np
 
 from llamay import gguf
 from llamay.models.registry import FAMILIES
+from llamay.models.tensors import ROLES, Dims, layer_roles, name_of
 
 # llama_token_type values
 _NORMAL, _UNKNOWN, _CONTROL, _BYTE = 1, 2, 3, 6
@@ -56,54 +58,46 @@ def write_model(
     metadata: dict[str, Any] | None = None,
     seed: int = 0,
 ) -> Path:
-    """A random model of architecture `arch` with every tensor its family uses (biases on q/k/v
-    for qwen2), matrices of `weight_type` (quantized by the writer), norms and biases in F32,
-    the `vocab` metadata (see `vocabulary`) and extra `metadata` on top of the defaults."""
+    """A random model of architecture `arch` with every tensor a file of its family has
+    (models/tensors.py: the table the loader reads by), biases where the family has them,
+    matrices of `weight_type` (quantized by the writer), norms and biases in F32, the `vocab`
+    metadata (see `vocabulary`), the family's example metadata, and `metadata` on top."""
     family = FAMILIES[arch]
     rng = np.random.default_rng(seed)
-    n_vocab = len(vocab["tokenizer.ggml.tokens"])
+    dims = Dims(
+        n_vocab=len(vocab["tokenizer.ggml.tokens"]),
+        n_embd=n_embd,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        head_dim=head_dim,
+        n_ff=n_ff,
+        n_rot=head_dim,
+        fused_gate_up=family.fused_gate_up,
+        qk_norm=family.qk_norm,
+    )
 
-    def matrix(rows: int, cols: int, scale: float = 0.25) -> Any:
+    def random(role: str, scale: float = 0.25) -> Any:
+        shape = dims.resolve(ROLES[role].shape)
+        if not ROLES[role].is_matrix:
+            return (1.0 + 0.2 * rng.standard_normal(shape)).astype(np.float32)
         # Scaled so that activations stay of order one through the layers.
+        rows, cols = shape
         w = (rng.standard_normal((rows, cols)) * scale / np.sqrt(cols) * 4).astype(np.float32)
         return w if weight_type == "F32" else (weight_type, w)
 
-    def norm(n: int) -> np.ndarray:
-        return (1.0 + 0.2 * rng.standard_normal(n)).astype(np.float32)
-
-    n_q, n_kv = n_head * head_dim, n_head_kv * head_dim
     tensors: dict[str, Any] = {
-        "token_embd.weight": matrix(n_vocab, n_embd, 1.0),
-        "output_norm.weight": norm(n_embd),
+        name_of(family, "token_embd"): random("token_embd", 1.0),
+        name_of(family, "output_norm"): random("output_norm"),
     }
     if not family.output_is_embedding:
-        tensors["output.weight"] = matrix(n_vocab, n_embd)
+        tensors[name_of(family, "output")] = random("output")
     for il in range(n_layer):
-        blk = f"blk.{il}"
-        tensors[f"{blk}.attn_norm.weight"] = norm(n_embd)
-        if arch == "phi3":
-            tensors[f"{blk}.attn_qkv.weight"] = matrix(n_q + 2 * n_kv, n_embd)
-        else:
-            tensors[f"{blk}.attn_q.weight"] = matrix(n_q, n_embd)
-            tensors[f"{blk}.attn_k.weight"] = matrix(n_kv, n_embd)
-            tensors[f"{blk}.attn_v.weight"] = matrix(n_kv, n_embd)
-        if arch == "qwen2":
-            for name, n in (("attn_q", n_q), ("attn_k", n_kv), ("attn_v", n_kv)):
-                tensors[f"{blk}.{name}.bias"] = (0.1 * rng.standard_normal(n)).astype(np.float32)
-        if family.qk_norm:
-            tensors[f"{blk}.attn_q_norm.weight"] = norm(head_dim)
-            tensors[f"{blk}.attn_k_norm.weight"] = norm(head_dim)
-        tensors[f"{blk}.attn_output.weight"] = matrix(n_embd, n_q)
-        tensors[f"{blk}.ffn_norm.weight"] = norm(n_embd)
-        if family.fused_gate_up:
-            tensors[f"{blk}.ffn_up.weight"] = matrix(2 * n_ff, n_embd)
-        else:
-            tensors[f"{blk}.ffn_gate.weight"] = matrix(n_ff, n_embd)
-            tensors[f"{blk}.ffn_up.weight"] = matrix(n_ff, n_embd)
-        tensors[f"{blk}.ffn_down.weight"] = matrix(n_embd, n_ff)
-        if family.post_norms:
-            tensors[f"{blk}.post_attention_norm.weight"] = norm(n_embd)
-            tensors[f"{blk}.post_ffw_norm.weight"] = norm(n_embd)
+        for role in layer_roles(family):
+            tensors[name_of(family, role, il)] = random(role)
+            if role in family.biases:
+                (rows,) = dims.resolve(ROLES[role].shape[:1])
+                bias = (0.1 * rng.standard_normal(rows)).astype(np.float32)
+                tensors[name_of(family, role, il, "bias")] = bias
     meta = {
         "general.architecture": arch,
         f"{arch}.context_length": context_length,
@@ -115,6 +109,7 @@ def write_model(
         f"{arch}.attention.key_length": head_dim,
         f"{arch}.attention.value_length": head_dim,
         f"{arch}.attention.layer_norm_rms_epsilon": 1e-6,
+        **{f"{arch}.{key}": value for key, value in family.example_metadata.items()},
         **vocab,
         **(metadata or {}),
     }

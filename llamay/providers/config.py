@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from llamay.errors import LlamayError
-from llamay.store.paths import llamay_home
+from llamay.paths import llamay_home
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -24,7 +24,6 @@ from typing import Any
 import falcon
 
 from llamay.engine import Model
-from llamay.engine.context import Context
 from llamay.errors import LlamayError, SnapshotMismatch
 from llamay.server import inference, sse
 from llamay.server.ending import stop
@@ -32,6 +31,7 @@ from llamay.server.errors import ApiError, read_json
 from llamay.server.metrics import loaded_kv_stats
 from llamay.server.native_describe import PREFIX, SNAPSHOT_TYPE, describe_routes
 from llamay.server.state import ServerState
+from llamay.state import Context
 
 # Room for a snapshot's header, sections and metadata beyond its tokens, logits and pages.
 _SNAPSHOT_OVERHEAD = 64 * 1024

@@ -21,7 +21,6 @@ import numpy as np
 
 from llamay._version import __version__
 from llamay.engine import Model
-from llamay.engine.options import OLLAMA_OPTIONS
 from llamay.errors import LlamayError
 from llamay.server import inference, ollama_models
 from llamay.server.ending import stop
@@ -29,6 +28,7 @@ from llamay.server.errors import ApiError, read_json
 from llamay.server.models import parse_keep_alive
 from llamay.server.ollama_describe import describe_routes
 from llamay.server.ollama_models import model_name, respond_ndjson, stored
+from llamay.server.ollama_options import OLLAMA_OPTIONS
 from llamay.server.ollama_template import render_template
 from llamay.server.state import ServerState
 

@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from llamay.store.paths import llamay_home, write_atomically
+from llamay.paths import llamay_home, write_atomically
 
 CACHE_NAME = "fingerprints.json"
 CHUNK = 8 << 20

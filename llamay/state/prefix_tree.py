@@ -9,6 +9,10 @@ batched, so a matched page is exactly the page a cold prefill would write.
 The tree holds one reference on each of its pages. A page whose refcount is 1 is held by the
 tree alone (no context uses it): such leaves are what eviction frees, least recently used
 first, and only when an allocation would otherwise fail.
+
+Only pages whose every token was computed by this model go in: a context restored from a
+snapshot (whose pages came from outside) never inserts, nor does anything that continues or
+forks it (state/context.py), so no client's KV reaches another through the tree.
 """
 
 from __future__ import annotations
@@ -17,8 +21,17 @@ import heapq
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from llamay._core.pages import PageArena
+
+class References(Protocol):
+    """The page references the tree takes and drops (the KV cache's page table)."""
+
+    def incref(self, page: int) -> int: ...
+
+    def decref(self, page: int) -> int: ...
+
+    def refcount(self, page: int) -> int: ...
 
 
 @dataclass(eq=False)
@@ -31,11 +44,11 @@ class _Node:
 
 
 class PrefixTree:
-    """Cached full pages of one arena, by the tokens they hold."""
+    """Cached full pages of one KV cache, by the tokens they hold."""
 
-    def __init__(self, arena: PageArena) -> None:
-        self.arena = arena
-        self.page_tokens = arena.page_tokens
+    def __init__(self, references: References, page_tokens: int) -> None:
+        self.references = references
+        self.page_tokens = page_tokens
         self._root = _Node((), -1, None)
         self._clock = itertools.count(1)
         self.n_pages = 0
@@ -69,7 +82,7 @@ class PrefixTree:
             child = node.children.get(key)
             if child is None:
                 child = _Node(key, int(page), node)
-                self.arena.incref(child.page)
+                self.references.incref(child.page)
                 node.children[key] = child
                 self.n_pages += 1
             child.last_used = now
@@ -85,7 +98,7 @@ class PrefixTree:
             _, _, node = heapq.heappop(leaves)
             parent = node.parent
             del parent.children[node.key]
-            self.arena.decref(node.page)
+            self.references.decref(node.page)
             self.n_pages -= 1
             freed += 1
             if parent is not self._root and self._evictable(parent):
@@ -95,7 +108,7 @@ class PrefixTree:
     def clear(self) -> None:
         """Drops every reference the tree holds."""
         for node in self._nodes():
-            self.arena.decref(node.page)
+            self.references.decref(node.page)
         self._root.children.clear()
         self.n_pages = 0
 
@@ -104,7 +117,7 @@ class PrefixTree:
         return [node.page for node in self._nodes()]
 
     def _evictable(self, node: _Node) -> bool:
-        return not node.children and self.arena.refcount(node.page) == 1
+        return not node.children and self.references.refcount(node.page) == 1
 
     def _keys(self, tokens: Sequence[int]) -> list[tuple[int, ...]]:
         p = self.page_tokens

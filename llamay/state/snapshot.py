@@ -6,12 +6,13 @@ The layout (little-endian; docs/state-engine.md has it byte by byte):
     then the sections META, TOKS, LOGT, PAGE, each: name (4 ASCII bytes) | payload length u64
     | sha256 of the payload (32 bytes) | payload
 
-META is UTF-8 JSON (the model fingerprint, the KV layout, the kernel set, the llamay version,
-the counts); TOKS the token ids as int32; LOGT the last logits as float32 (empty when the
+META is UTF-8 JSON (the model fingerprint, the KV layout, the backend, its determinism class
+and kernel set, the llamay version, the counts); TOKS the token ids as int32; LOGT the last logits as float32 (empty when the
 context has none); PAGE the context's pages, raw, in position order.
 
-Restoring is all or nothing: the whole file is read and every section, checksum and count is
-checked before a single page is allocated.
+Reading is all or nothing: the whole file is read and every section, checksum, count and value
+is checked before a single page is allocated. A snapshot is untrusted input: its checksums only
+say it is whole, not that its KV is what its tokens compute (state/context.py says what follows).
 """
 
 from __future__ import annotations
@@ -21,18 +22,17 @@ import json
 import math
 import os
 import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from llamay._version import __version__
 from llamay.errors import ContextOverflow, SnapshotCorrupt, SnapshotMismatch
-from llamay.store.paths import write_atomically
-
-if TYPE_CHECKING:
-    from llamay.engine.context import Context
-    from llamay.engine.model import Model
+from llamay.paths import write_atomically
+from llamay.state.layout import KV_DTYPES, KVLayout, ModelIdentity
 
 MAGIC = b"LLAMAYKV"
 FORMAT_VERSION = 1
@@ -56,35 +56,54 @@ _META_TYPES = {
     "n_vocab": int,
 }
 _LAYOUT = ("kv_dtype", "page_tokens", "n_layers", "n_kv_heads", "head_dim", "page_bytes")
+# Snapshots written before backends existed came from the CPU backend.
+_DEFAULT_BACKEND = {"backend": "cpu", "determinism": "cpu"}
 
 
-def save(ctx: Context, path: str | os.PathLike[str], note: dict[str, Any] | None = None) -> None:
-    """Writes ctx to path atomically (a reader sees the old file or the whole new one).
+@dataclass(frozen=True)
+class Snapshot:
+    """A snapshot's contents, checked against the model that reads it."""
+
+    tokens: list[int]
+    logits: np.ndarray | None
+    pages: memoryview  # n_pages pages of canonical bytes (state/layout.py)
+    n_pages: int
+    note: dict[str, Any] | None
+
+
+def write(
+    path: str | os.PathLike[str],
+    identity: ModelIdentity,
+    layout: KVLayout,
+    tokens: Sequence[int],
+    logits: np.ndarray | None,
+    pages: Sequence[bytes],
+    note: dict[str, Any] | None = None,
+) -> None:
+    """Writes a context's tokens, last logits and pages (canonical bytes, in position order)
+    to path atomically (a reader sees the old file or the whole new one).
 
     `note`: a JSON object the application keeps with the context (the interactive chat keeps
-    its conversation there); restore gives it back as `ctx.note`."""
-    model = ctx.model
-    with model._lock:
-        pages = ctx._page_table().tolist()
-        payloads = {
-            b"META": json.dumps(
-                _layout(model)
-                | {
-                    "fingerprint": model.fingerprint,
-                    "model": model.path.name,
-                    "kernels": model.kernels,
-                    "llamay_version": __version__,
-                    "n_tokens": ctx.n_tokens,
-                    "n_pages": len(pages),
-                    "n_vocab": model.n_vocab,
-                }
-                | ({} if note is None else {"note": note}),
-                sort_keys=True,
-            ).encode(),
-            b"TOKS": np.asarray(ctx._tokens, dtype="<i4").tobytes(),
-            b"LOGT": b"" if ctx._logits is None else ctx._logits.astype("<f4").tobytes(),
-            b"PAGE": b"".join(model.pool.read_page(page) for page in pages),
-        }
+    its conversation there); reading gives it back."""
+    meta = layout.describe() | {
+        "fingerprint": identity.fingerprint,
+        "model": identity.name,
+        "backend": identity.backend,
+        "determinism": identity.determinism,
+        "kernels": identity.kernels,
+        "llamay_version": __version__,
+        "n_tokens": len(tokens),
+        "n_pages": len(pages),
+        "n_vocab": identity.n_vocab,
+    }
+    payloads = {
+        b"META": json.dumps(
+            meta | ({} if note is None else {"note": note}), sort_keys=True
+        ).encode(),
+        b"TOKS": np.asarray(tokens, dtype="<i4").tobytes(),
+        b"LOGT": b"" if logits is None else logits.astype("<f4").tobytes(),
+        b"PAGE": b"".join(pages),
+    }
 
     def fill(out: Any) -> None:
         out.write(_HEADER.pack(MAGIC, FORMAT_VERSION, len(SECTIONS)))
@@ -96,30 +115,20 @@ def save(ctx: Context, path: str | os.PathLike[str], note: dict[str, Any] | None
     write_atomically(Path(path), fill)
 
 
-def restore(model: Model, path: str | os.PathLike[str]) -> Context:
-    """The context saved at path, for model; see the module docstring for what is refused."""
-    from llamay.engine.context import Context
-
+def read(
+    path: str | os.PathLike[str], identity: ModelIdentity, layout: KVLayout, n_ctx: int
+) -> Snapshot:
+    """The snapshot at path, for the model of `identity` with KV `layout` and contexts of n_ctx
+    tokens. Refuses a snapshot of other weights, of another determinism class or of another KV
+    layout (SnapshotMismatch), and a damaged, tampered-with (every count, range and value
+    checked: no non-finite K, V or logit) or newer-format file (SnapshotCorrupt). The whole
+    file is read and checked before anything is returned."""
     path = Path(path)
     data = memoryview(path.read_bytes())
     sections = _sections(data, path)
     meta = _meta(sections[b"META"], path)
-    _check_model(model, meta, path)
-    tokens, logits, page_data = _contents(model, meta, sections, path)
-
-    ctx = Context(model)
-    ctx.note = meta.get("note")
-    with model._lock:
-        model._make_room(meta["n_pages"])  # or ContextOverflow, nothing allocated
-        pages = model.pool.arena.alloc_many(meta["n_pages"])
-        for i, page in enumerate(pages.tolist()):
-            size = meta["page_bytes"]
-            model.pool.write_page(page, page_data[i * size : (i + 1) * size])
-        ctx._add_pages(pages)
-        ctx._append(tokens, logits)
-        if model.prefix_cache:
-            model.prefix_tree.insert(tokens, pages)
-    return ctx
+    _check_model(identity, layout, meta, path)
+    return _contents(identity, layout, n_ctx, meta, sections, path)
 
 
 def _sections(data: memoryview, path: Path) -> dict[bytes, memoryview]:
@@ -169,7 +178,7 @@ def _sections(data: memoryview, path: Path) -> dict[bytes, memoryview]:
 def _meta(payload: memoryview, path: Path) -> dict[str, Any]:
     try:
         meta = json.loads(bytes(payload))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a hostile, deeply nested note
         raise SnapshotCorrupt(f"{path}: the META section is not JSON") from None
     if not isinstance(meta, dict):
         raise SnapshotCorrupt(f"{path}: the META section is not a JSON object")
@@ -182,16 +191,29 @@ def _meta(payload: memoryview, path: Path) -> dict[str, Any]:
     return meta
 
 
-def _check_model(model: Model, meta: dict[str, Any], path: Path) -> None:
-    """SnapshotMismatch unless the snapshot was written by these weights with this KV layout
-    (the kernel set may differ: every set writes the same bits)."""
-    if meta["fingerprint"] != model.fingerprint:
+def _check_model(
+    identity: ModelIdentity, layout: KVLayout, meta: dict[str, Any], path: Path
+) -> None:
+    """SnapshotMismatch unless the snapshot was written by these weights, on a backend of this
+    determinism class (the kernel set may differ: every set of a class writes the same bits),
+    with this KV layout."""
+    if meta["fingerprint"] != identity.fingerprint:
         raise SnapshotMismatch(
             f"{path}: the snapshot is of other weights ({meta['model']}, fingerprint "
-            f"{meta['fingerprint']}) than this model ({model.path.name}, fingerprint "
-            f"{model.fingerprint}); restore it with the model that wrote it"
+            f"{meta['fingerprint']}) than this model ({identity.name}, fingerprint "
+            f"{identity.fingerprint}); restore it with the model that wrote it"
         )
-    ours = _layout(model)
+    written = {key: meta.get(key, value) for key, value in _DEFAULT_BACKEND.items()}
+    if not all(isinstance(value, str) for value in written.values()):
+        raise SnapshotCorrupt(f"{path}: META fields 'backend' and 'determinism' must be strings")
+    if written["determinism"] != identity.determinism:
+        raise SnapshotMismatch(
+            f"{path}: the snapshot was computed by the {written['backend']} backend "
+            f"(determinism class {written['determinism']!r}), this model runs on the "
+            f"{identity.backend} backend (class {identity.determinism!r}): their KV differ in "
+            "the last bits; restore it on the backend that wrote it, or recompute the context"
+        )
+    ours = layout.describe()
     differ = [
         f"{key} {meta[key]} (this model: {ours[key]})" for key in _LAYOUT if meta[key] != ours[key]
     ]
@@ -203,41 +225,40 @@ def _check_model(model: Model, meta: dict[str, Any], path: Path) -> None:
 
 
 def _contents(
-    model: Model, meta: dict[str, Any], sections: dict[bytes, memoryview], path: Path
-) -> tuple[list[int], np.ndarray | None, memoryview]:
-    """Tokens, logits and page bytes, their counts checked against META and the model."""
-    n_tokens, n_pages = meta["n_tokens"], meta["n_pages"]
-    if n_tokens < 0 or n_pages != math.ceil(n_tokens / model.page_tokens):
+    identity: ModelIdentity,
+    layout: KVLayout,
+    n_ctx: int,
+    meta: dict[str, Any],
+    sections: dict[bytes, memoryview],
+    path: Path,
+) -> Snapshot:
+    """Tokens, logits and page bytes, their counts and values checked against META and the
+    model."""
+    n_tokens, n_pages, n_vocab = meta["n_tokens"], meta["n_pages"], identity.n_vocab
+    if n_tokens < 0 or n_pages != math.ceil(n_tokens / layout.page_tokens):
         raise SnapshotCorrupt(f"{path}: {n_tokens} tokens cannot fill {n_pages} pages")
-    if meta["n_vocab"] != model.n_vocab:
+    if meta["n_vocab"] != n_vocab:
         raise SnapshotCorrupt(f"{path}: META says {meta['n_vocab']} tokens in the vocabulary")
     if len(sections[b"TOKS"]) != 4 * n_tokens:
         raise SnapshotCorrupt(f"{path}: the TOKS section does not hold {n_tokens} tokens")
-    if len(sections[b"LOGT"]) not in (0, 4 * model.n_vocab):
-        raise SnapshotCorrupt(f"{path}: the LOGT section does not hold {model.n_vocab} logits")
-    if len(sections[b"PAGE"]) != n_pages * meta["page_bytes"]:
+    if len(sections[b"LOGT"]) not in (0, 4 * n_vocab):
+        raise SnapshotCorrupt(f"{path}: the LOGT section does not hold {n_vocab} logits")
+    if len(sections[b"PAGE"]) != n_pages * layout.page_bytes:
         raise SnapshotCorrupt(f"{path}: the PAGE section does not hold {n_pages} pages")
     tokens = np.frombuffer(sections[b"TOKS"], dtype="<i4")
-    if n_tokens and (tokens.min() < 0 or tokens.max() >= model.n_vocab):
+    if n_tokens and (tokens.min() < 0 or tokens.max() >= n_vocab):
         raise SnapshotCorrupt(f"{path}: a token id is out of the vocabulary's range")
-    if n_tokens > model.n_ctx:
+    if n_tokens > n_ctx:
         raise ContextOverflow(
-            f"{path}: the snapshot holds {n_tokens} tokens, more than n_ctx = {model.n_ctx}; "
+            f"{path}: the snapshot holds {n_tokens} tokens, more than n_ctx = {n_ctx}; "
             "load the model with a larger n_ctx"
         )
+    kv = np.frombuffer(sections[b"PAGE"], dtype=np.dtype(KV_DTYPES[layout.dtype]).newbyteorder("<"))
+    if not np.isfinite(kv).all():
+        raise SnapshotCorrupt(f"{path}: the PAGE section holds a non-finite K or V value")
     logits = None
     if len(sections[b"LOGT"]):
         logits = np.frombuffer(sections[b"LOGT"], dtype="<f4").astype(np.float32)
-    return tokens.tolist(), logits, sections[b"PAGE"]
-
-
-def _layout(model: Model) -> dict[str, Any]:
-    arena = model.pool.arena
-    return {
-        "kv_dtype": arena.dtype,
-        "page_tokens": arena.page_tokens,
-        "n_layers": arena.n_layers,
-        "n_kv_heads": arena.n_kv_heads,
-        "head_dim": arena.head_dim,
-        "page_bytes": arena.page_bytes,
-    }
+        if not np.isfinite(logits).all():
+            raise SnapshotCorrupt(f"{path}: the LOGT section holds a non-finite logit")
+    return Snapshot(tokens.tolist(), logits, sections[b"PAGE"], n_pages, meta.get("note"))

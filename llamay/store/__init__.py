@@ -18,7 +18,6 @@ from llamay.store.catalog import (
     model_path,
     remove,
 )
-from llamay.store.paths import llamay_home
 
 __all__ = [
     "ModelEntry",
@@ -27,7 +26,6 @@ __all__ = [
     "has_blob",
     "import_blob",
     "list_models",
-    "llamay_home",
     "model_info",
     "pull",
     "remove",

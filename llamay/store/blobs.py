@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from llamay.errors import DigestMismatch, PullError
-from llamay.store.paths import blobs_dir, fsync_dir
+from llamay.paths import fsync_dir
+from llamay.store.paths import blobs_dir
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _CHUNK = 1 << 20

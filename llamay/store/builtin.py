@@ -15,7 +15,8 @@ from importlib import resources
 from pathlib import Path
 
 from llamay.errors import ModelNotFound
-from llamay.store.paths import blobs_dir, write_atomically
+from llamay.paths import write_atomically
+from llamay.store.paths import blobs_dir
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,13 @@ from pathlib import Path
 
 from llamay import gguf
 from llamay.errors import LlamayError, ModelNotFound
+from llamay.paths import llamay_home
 from llamay.store import manifests
 from llamay.store.blobs import blob_path, has_blob, import_file, put_bytes
 from llamay.store.builtin import PACKAGED, PackagedModel, packaged_model_path
 from llamay.store.locks import locked
 from llamay.store.manifests import LICENSE, MODEL, PARAMS, SYSTEM, TEMPLATE
 from llamay.store.names import ModelName, parse
-from llamay.store.paths import llamay_home
 
 # llama.cpp's `general.file_type` values, as quantization labels.
 _FILE_TYPES = {

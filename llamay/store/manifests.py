@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 
 from llamay.errors import PullError
+from llamay.paths import write_atomically
 from llamay.store.blobs import check_digest
 from llamay.store.names import ModelName, from_key
-from llamay.store.paths import manifests_dir, write_atomically
+from llamay.store.paths import manifests_dir
 
 MANIFEST_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
 OCI_MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"

@@ -1,21 +1,12 @@
-"""Where the store lives, and the one way llamay writes a file: temp file, fsync, rename.
-
-Layout under $LLAMAY_HOME (Ollama's): blobs/sha256-<hex> (content-addressed, immutable),
-manifests/<host>/<namespace>/<model>/<tag> (JSON), locks/ (one lock file per name or blob).
-"""
+"""The store's folders under $LLAMAY_HOME (Ollama's layout): blobs/sha256-<hex>
+(content-addressed, immutable), manifests/<host>/<namespace>/<model>/<tag> (JSON), locks/ (one
+lock file per name or blob). Writing goes through llamay.paths.write_atomically."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
 
-
-def llamay_home() -> Path:
-    return Path(os.environ.get("LLAMAY_HOME") or Path.home() / ".llamay")
+from llamay.paths import llamay_home
 
 
 def blobs_dir() -> Path:
@@ -32,34 +23,3 @@ def locks_dir() -> Path:
     path = llamay_home() / "locks"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def write_atomically(target: Path, fill: Callable[[BinaryIO], None]) -> None:
-    """Write `target` through `fill(file)` so that readers see the old file or the whole new one.
-
-    The data goes to a temporary file in the same directory, is fsynced, then renamed over the
-    target; on any error the temporary file is removed and the target is untouched.
-    """
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            fill(out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(target.parent)
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename in `path` durable."""
-    dir_fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

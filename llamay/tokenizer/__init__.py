@@ -10,16 +10,11 @@ from llamay.tokenizer.detokenizer import StreamDecoder
 from llamay.tokenizer.tokenizer import Tokenizer
 from llamay.tokenizer.vocab import load_vocab
 
-__all__ = ["StreamDecoder", "Tokenizer", "load_tokenizer"]
+__all__ = ["StreamDecoder", "Tokenizer", "read_tokenizer"]
 
 
-def load_tokenizer(model: str | os.PathLike[str] | gguf.GGUFFile) -> Tokenizer:
-    """The tokenizer of MODEL: a .gguf path (full model or vocabulary only), a store name such as
-    `gemma3:270m`, or an already read GGUF file."""
-    if isinstance(model, gguf.GGUFFile):
-        gg = model
-    else:
-        from llamay.store import resolve_model  # the store sits above; only names need it
-
-        gg = gguf.read(resolve_model(model))
+def read_tokenizer(model: str | os.PathLike[str] | gguf.GGUFFile) -> Tokenizer:
+    """The tokenizer of a .gguf file (full model or vocabulary only), by path or already read.
+    (`llamay.load_tokenizer` also takes a store name such as `gemma3:270m`.)"""
+    gg = model if isinstance(model, gguf.GGUFFile) else gguf.read(model)
     return Tokenizer(load_vocab(gg.metadata, str(gg.path)))

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from clitools import LLAMAY
+from helpers.clitools import LLAMAY
 
 MODEL = "gemma3:270m"
 API_KEY = "test-key-5f2c9"

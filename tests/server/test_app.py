@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from clitools import assert_user_error, run_llamay
+from helpers.clitools import assert_user_error, run_llamay
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from reference.tiny import write_tiny
+from helpers.tiny import write_tiny
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import numpy as np
 import ollama
 import pytest
 
-from llamay.tokenizer import load_tokenizer
+from llamay import load_tokenizer
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """The Ollama API's model routes (tags, show, ps, create, copy, delete, blobs, pull), driven by
 the official `ollama` client against a real `llamay serve`. Models made here are tiny random
-ones (tests/reference/tiny.py), pulled from a registry on loopback (tests/registry_server.py);
+ones (tests/helpers/tiny.py), pulled from a registry on loopback (tests/helpers/registry_server.py);
 the built-in Gemma is only read: deleting a copy of it would delete its shared blob."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import time
 import httpx
 import ollama
 import pytest
-from registry_server import RegistryServer
 
 from llamay.store.manifests import MODEL, PARAMS
 
-from reference.tiny import write_tiny
+from helpers.registry_server import RegistryServer
+from helpers.tiny import write_tiny
 
 pytestmark = pytest.mark.slow
 

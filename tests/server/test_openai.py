@@ -17,7 +17,7 @@ import openai
 import pydantic
 import pytest
 
-from llamay.tokenizer import load_tokenizer
+from llamay import load_tokenizer
 
 pytestmark = pytest.mark.slow
 

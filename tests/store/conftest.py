@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from registry_server import RegistryServer
 
-from reference.tiny import write_tiny
+from helpers.registry_server import RegistryServer
+from helpers.tiny import write_tiny
 
 
 @pytest.fixture(autouse=True)

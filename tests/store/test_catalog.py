@@ -6,7 +6,6 @@ import io
 import json
 
 import pytest
-from registry_server import digest_of
 
 from llamay.errors import DigestMismatch, ModelNotFound
 from llamay.store import (
@@ -22,7 +21,8 @@ from llamay.store import (
 )
 from llamay.store.paths import blobs_dir
 
-from clitools import run_llamay
+from helpers.clitools import run_llamay
+from helpers.registry_server import digest_of
 
 
 @pytest.fixture

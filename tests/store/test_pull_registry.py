@@ -16,14 +16,14 @@ import subprocess
 import termios
 
 import pytest
-from registry_server import TOKEN, digest_of
 
 from llamay.errors import DigestMismatch, PullError
 from llamay.store import list_models, model_info, pull, resolve_model
 from llamay.store.manifests import MODEL, PARAMS, SYSTEM, TEMPLATE
 from llamay.store.paths import blobs_dir, manifests_dir
 
-from clitools import LLAMAY, assert_user_error, run_llamay
+from helpers.clitools import LLAMAY, assert_user_error, run_llamay
+from helpers.registry_server import TOKEN, digest_of
 
 PARAMS_JSON = {"stop": ["<|end|>", "User:"], "temperature": 0.2, "num_ctx": 128}
 

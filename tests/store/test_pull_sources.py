@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from registry_server import digest_of
 
 from llamay.errors import DigestMismatch, PullError
 from llamay.store import list_models, model_info, pull, resolve_model
 from llamay.store.huggingface import quant_label
 from llamay.store.paths import blobs_dir
 
-from clitools import assert_user_error, run_llamay
+from helpers.clitools import assert_user_error, run_llamay
+from helpers.registry_server import digest_of
 
 
 @pytest.fixture

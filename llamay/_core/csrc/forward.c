@@ -183,7 +183,7 @@ static void embed(const step *st, int t) {
     const size_t row_bytes = (size_t)(m->n_embd / type->block_elems) * type->block_bytes;
     float *x = st->s->f[X] + (size_t)t * m->n_embd;
     type->to_float(m->tok_embd + (size_t)st->b->tokens[t] * row_bytes, x, m->n_embd);
-    if (m->embd_scale != 0.0f) {
+    if (m->embd_scale != 1.0f) {
         for (int i = 0; i < m->n_embd; i++) x[i] *= m->embd_scale;
     }
 }
@@ -198,12 +198,18 @@ static void rope_angles(const step *st, int t) {
     }
 }
 
-/* x[t] normed into xn[t] and quantized for the matmuls that read it (each act kind once). */
+/* x[t] normed into xn[t] (weight NULL: x[t] as it is) and quantized for the matmuls that read
+   it (each act kind once). */
 static void norm_and_quantize(const step *st, const float *weight, int t,
                               const llamay_linear *const *ls, int n_ls) {
     const llamay_model *m = st->m;
+    const float *x = st->s->f[X] + (size_t)t * m->n_embd;
     float *xn = st->s->f[XN] + (size_t)t * m->n_embd;
-    m->kernels->rms_norm(st->s->f[X] + (size_t)t * m->n_embd, weight, m->n_embd, m->norm_eps, xn);
+    if (weight != NULL) {
+        m->kernels->rms_norm(x, weight, m->n_embd, m->norm_eps, xn);
+    } else {
+        memcpy(xn, x, (size_t)m->n_embd * sizeof(float));
+    }
     int done = 0; /* bit per act kind */
     for (int i = 0; i < n_ls; i++) {
         if (!(done >> ls[i]->w.act_kind & 1)) {
@@ -232,7 +238,7 @@ static void rope_and_store(const step *st, int il, int t) {
     const llamay_layer *l = &m->layers[il];
     const llamay_scratch *s = st->s;
     const int D = m->head_dim;
-    const llamay_rope *rope = &m->ropes[l->rope];
+    const llamay_rope *rope = l->rope >= 0 ? &m->ropes[l->rope] : NULL;
     const float *cos_sin = s->f[COS_SIN] + (size_t)t * cos_sin_stride(m);
     for (int r = 0; r < l->rope; r++) cos_sin += m->ropes[r].n_rot;
 
@@ -246,18 +252,26 @@ static void rope_and_store(const step *st, int il, int t) {
         k = s->f[K] + (size_t)t * l->k.w.n_rows;
         v = s->f[V] + (size_t)t * l->v.w.n_rows;
     }
+    if (l->qk_norm == LLAMAY_QK_NORM_PROJECTION) {
+        m->kernels->rms_norm(q, l->q_norm, l->n_head * D, m->norm_eps, q);
+        m->kernels->rms_norm(k, l->k_norm, l->n_head_kv * D, m->norm_eps, k);
+    }
     for (int h = 0; h < l->n_head; h++) {
         float *head = q + (size_t)h * D;
-        if (l->q_norm != NULL) m->kernels->rms_norm(head, l->q_norm, D, m->norm_eps, head);
-        llamay_rope_apply(rope, cos_sin, head);
+        if (l->qk_norm == LLAMAY_QK_NORM_HEAD) {
+            m->kernels->rms_norm(head, l->q_norm, D, m->norm_eps, head);
+        }
+        if (rope != NULL) llamay_rope_apply(rope, cos_sin, head);
     }
     const int pos = st->b->positions[t];
     const int32_t page = st->b->page_tables[t][pos / st->kv->page_tokens];
     const int slot = pos % st->kv->page_tokens;
     for (int g = 0; g < l->n_head_kv; g++) {
         float *head = k + (size_t)g * D;
-        if (l->k_norm != NULL) m->kernels->rms_norm(head, l->k_norm, D, m->norm_eps, head);
-        llamay_rope_apply(rope, cos_sin, head);
+        if (l->qk_norm == LLAMAY_QK_NORM_HEAD) {
+            m->kernels->rms_norm(head, l->k_norm, D, m->norm_eps, head);
+        }
+        if (rope != NULL) llamay_rope_apply(rope, cos_sin, head);
         unsigned char *k_row = llamay_page_k(st->kv, page, il, g) + slot * st->kv->row_bytes;
         unsigned char *v_row = llamay_page_v(st->kv, page, il, g) + slot * st->kv->row_bytes;
         if (st->kv->elem_bytes == 2) {
@@ -300,12 +314,16 @@ static void attend(const step *st, int il, int t) {
     quantize_row(st, &l->o, out, t);
 }
 
-/* proj[t] (the attention or FFN output) post-normed where the family does, added to x[t]. */
-static void residual(const step *st, const float *post_norm, int t) {
+/* proj[t] (the attention or FFN output) post-normed and scaled where the family does, added to
+   x[t]. */
+static void residual(const step *st, const llamay_layer *l, const float *post_norm, int t) {
     const llamay_model *m = st->m;
     float *proj = st->s->f[PROJ] + (size_t)t * m->n_embd;
     if (post_norm != NULL) {
         m->kernels->rms_norm(proj, post_norm, m->n_embd, m->norm_eps, proj);
+    }
+    if (l->residual_scale != 1.0f) {
+        for (int i = 0; i < m->n_embd; i++) proj[i] *= l->residual_scale;
     }
     add(st->s->f[X] + (size_t)t * m->n_embd, proj, m->n_embd);
 }
@@ -348,7 +366,7 @@ static void layer(const step *st, int il) {
 #pragma omp barrier
     ffn_inputs(l, ls, &n_ls);
     MY_TOKENS(st, t) {
-        residual(st, l->post_attn_norm, t);
+        residual(st, l, l->post_attn_norm, t);
         norm_and_quantize(st, l->ffn_norm, t, ls, n_ls);
     }
 #pragma omp barrier
@@ -361,7 +379,7 @@ static void layer(const step *st, int il) {
 #pragma omp barrier
     linear(st, &l->down, T, s->f[PROJ]);
 #pragma omp barrier
-    MY_TOKENS(st, t) residual(st, l->post_ffn_norm, t);
+    MY_TOKENS(st, t) residual(st, l, l->post_ffn_norm, t);
 }
 
 /* The final norm of the tokens whose logits are wanted, the output matmul into b->logits, then
@@ -387,6 +405,12 @@ static void logits(const step *st) {
     linear(st, out, b->n_logits, b->logits);
     int r0, r1;
     row_slice(st, out->w.n_rows, &r0, &r1);
+    if (m->logit_scale != 1.0f) {
+        for (int j = 0; j < b->n_logits; j++) {
+            float *row = b->logits + (size_t)j * m->n_vocab;
+            for (int r = r0; r < r1; r++) row[r] *= m->logit_scale;
+        }
+    }
     if (m->final_softcap != 0.0f && r1 > r0) {
         for (int j = 0; j < b->n_logits; j++) {
             m->kernels->softcap(b->logits + (size_t)j * m->n_vocab + r0, r1 - r0, m->final_softcap);

@@ -6,8 +6,9 @@
    share its batch, on how a prompt was cut into steps, or on the thread count: threads split
    outputs (weight rows, tokens), never a reduction, and every reduction has one fixed order.
 
-   The families differ only in the fields below (NULL pointers and zero values switch a block
-   off); the Python side (llamay/models) reads them from the GGUF file. */
+   The families differ only in the fields below, the block descriptor (NULL pointers, and the
+   neutral values each field names, switch a part off); the Python side (llamay/models/spec.py)
+   builds it from the family files and the GGUF file. */
 #ifndef LLAMAY_FORWARD_H
 #define LLAMAY_FORWARD_H
 
@@ -24,21 +25,31 @@ typedef struct {
     const float *bias; /* w.n_rows floats, or NULL */
 } llamay_linear;
 
+/* How a layer normalises queries and keys before RoPE (RMS norm, with q_norm/k_norm weights). */
+enum llamay_qk_norm {
+    LLAMAY_QK_NORM_NONE = 0,
+    LLAMAY_QK_NORM_HEAD = 1,       /* each head on its own: weights of head_dim (Qwen 3, Gemma 3) */
+    LLAMAY_QK_NORM_PROJECTION = 2, /* all heads at once: n_head * head_dim weights (OLMo 2) */
+};
+
+/* One layer: its weights and its block descriptor (llamay/models/spec.py's Block). */
 typedef struct {
-    const float *attn_norm;     /* n_embd */
+    const float *attn_norm;     /* n_embd; NULL: attention reads the residual stream unnormed */
     llamay_linear q, k, v;      /* fused_qkv: q holds the rows [q; k; v], k and v are unused */
     int fused_qkv;
-    const float *q_norm;        /* head_dim, applied to each query head before RoPE; or NULL */
-    const float *k_norm;        /* the same for key heads */
+    int qk_norm;                /* enum llamay_qk_norm */
+    const float *q_norm;        /* see qk_norm; NULL with LLAMAY_QK_NORM_NONE */
+    const float *k_norm;
     llamay_linear o;
     const float *post_attn_norm; /* on the attention output before the residual add; or NULL */
-    const float *ffn_norm;       /* n_embd */
+    const float *ffn_norm;       /* n_embd; NULL: the FFN reads the residual stream unnormed */
     llamay_linear gate, up, down; /* fused_gate_up: up holds [gate; up], gate is unused */
     int fused_gate_up;
     const float *post_ffn_norm; /* or NULL */
     int n_head, n_head_kv, n_ff;
     int window; /* sliding window: a query sees keys less than `window` positions back; 0: all */
-    int rope;   /* which of the model's ropes */
+    int rope;   /* which of the model's ropes; -1: none (a NoPE layer) */
+    float residual_scale; /* multiplies the attention and FFN outputs before each add; 1: none */
 } llamay_layer;
 
 #define LLAMAY_MAX_ROPES 2
@@ -50,7 +61,8 @@ typedef struct {
     float attn_scale;    /* multiplies q.k */
     float attn_softcap;  /* 0: none */
     float final_softcap; /* 0: none */
-    float embd_scale;    /* multiplies the token embeddings; 0: none */
+    float embd_scale;    /* multiplies the token embeddings; 1: none */
+    float logit_scale;   /* multiplies the logits, before the soft-cap; 1: none */
     const uint8_t *tok_embd; /* n_vocab rows of n_embd, ggml type tok_embd_type */
     int tok_embd_type;
     const float *output_norm;

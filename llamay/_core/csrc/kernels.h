@@ -8,6 +8,7 @@
 #ifndef LLAMAY_KERNELS_H
 #define LLAMAY_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pages.h"

@@ -1,0 +1,75 @@
+"""The CPU backend: the Cython + OpenMP kernels of llamay._core.
+
+Its executor is `_core.engine.Engine` (the weights packed into huge pages, one C call and one
+OpenMP region per step) over a `_core.pages.PageMemory`. Every kernel set ("reference" plain C,
+"avx2", "avx512") computes the same bits, so they share one determinism class: a snapshot
+written with one restores on a machine with another.
+"""
+
+from __future__ import annotations
+
+from llamay._core.engine import Engine
+from llamay._core.pages import PageMemory
+from llamay.backends.base import Batch
+from llamay.models.spec import ModelSpec
+from llamay.state.layout import KVLayout
+
+
+class CpuExecutor:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        layout: KVLayout,
+        n_pages: int,
+        threads: int,
+        max_tokens: int,
+        kernels: str,
+    ) -> None:
+        self.storage = PageMemory(
+            layout.n_layers,
+            layout.n_kv_heads,
+            layout.head_dim,
+            layout.page_tokens,
+            layout.dtype,
+            n_pages,
+        )
+        self._engine = Engine(spec, self.storage, threads, max_tokens, kernels)
+        self.kernels: str = self._engine.kernels
+        self.max_tokens: int = max_tokens
+        self.threads: int = threads
+
+    @property
+    def packed_bytes(self) -> int:
+        """The huge-page region of the weight matrices."""
+        return self._engine.packed_bytes
+
+    def step(self, batch: Batch) -> None:
+        self._engine.step(
+            batch.tokens,
+            batch.positions,
+            batch.sequence,
+            batch.page_tables,
+            batch.outputs,
+            batch.out,
+            batch.hidden,
+        )
+
+    def close(self) -> None:
+        self._engine.close()
+
+
+class CpuBackend:
+    name = "cpu"
+    determinism = "cpu"
+
+    def bind(
+        self,
+        spec: ModelSpec,
+        layout: KVLayout,
+        n_pages: int,
+        *,
+        threads: int,
+        max_tokens: int,
+        kernels: str,
+    ) -> CpuExecutor:
+        return CpuExecutor(spec, layout, n_pages, threads, max_tokens, kernels)

@@ -1,0 +1,189 @@
+"""A float64 forward step for every model family llamay runs, written after llama.cpp's graphs.
+
+Plain and slow on purpose: one function per block, no quantized activations, every weight
+dequantized to float64 once. It is the spec the CPU backend is checked against, so each
+llama.cpp behaviour it copies says where it comes from. Sections follow the data: the blocks,
+then the step that composes them over the KV pages.
+
+Each token is computed on its own (a matrix-vector product per weight, attention over its own
+sequence's pages), so its result never depends on the other tokens of its step: the reference
+backend keeps the batch invariance every backend promises (base.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from llamay.backends.reference import rope as rope_mod
+from llamay.models.spec import Block, Linear, ModelSpec
+
+# ----------------------------------------------------------------------------------------------
+# Blocks
+
+
+def rms_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray:
+    """ggml_rms_norm then a multiply: x / sqrt(mean(x²) + eps) * weight, over the last axis.
+
+    Gemma's (1 + weight) is already folded into the stored weights by llama.cpp's converter.
+    """
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    return y if weight is None else y * weight
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """ggml_gelu: the tanh approximation (ggml's CPU path also rounds x to fp16 for a table;
+    the reference computes it exactly)."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * x * (1.0 + 0.044715 * x * x)))
+
+
+ACTIVATIONS = {"silu": silu, "gelu_tanh": gelu_tanh}
+
+
+def softcap(x: np.ndarray, cap: float) -> np.ndarray:
+    """Gemma 2's logit soft-cap: cap * tanh(x / cap)."""
+    return cap * np.tanh(x / cap)
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, cap: float) -> np.ndarray:
+    """One token's attention over the keys and values it sees.
+
+    q (n_head, d), k and v (n_visible, n_head_kv, d) -> (n_head * d). Query head h reads KV
+    head h // (n_head / n_head_kv): ggml_mul_mat broadcasts K and V over consecutive query
+    heads. Scores are q·k * scale, soft-capped when cap > 0 (llama-graph.cpp build_attn_mha
+    caps kq, then ggml_soft_max_ext normalises).
+    """
+    group = q.shape[0] // k.shape[1]
+    k = np.repeat(k, group, axis=1).transpose(1, 0, 2)  # (n_head, n_visible, d)
+    v = np.repeat(v, group, axis=1).transpose(1, 0, 2)
+    scores = np.matmul(k, q[:, :, None])[:, :, 0] * scale  # (n_head, n_visible)
+    if cap:
+        scores = softcap(scores, cap)
+    probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    return np.matmul(probs[:, None, :], v)[:, 0, :].reshape(-1)
+
+
+# ----------------------------------------------------------------------------------------------
+# The step
+
+
+class Weights:
+    """The spec's tensors dequantized to float64, once, on first use."""
+
+    def __init__(self) -> None:
+        self._matrices: dict[str, np.ndarray] = {}
+
+    def matrix(self, linear: Linear) -> np.ndarray:
+        if linear.name not in self._matrices:
+            self._matrices[linear.name] = linear.tensor.dequantize().astype(np.float64)
+        return self._matrices[linear.name]
+
+    def apply(self, linear: Linear, x: np.ndarray) -> np.ndarray:
+        """W @ x for one token, plus the bias when the file has one."""
+        y = self.matrix(linear) @ x
+        return y if linear.bias is None else y + linear.bias
+
+
+class ReferenceForward:
+    """The model of `spec`, one token at a time, over pages in a numpy array
+    (n_pages, n_layers, 2, n_kv_heads, page_tokens, head_dim) of the KV dtype."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self.hp = spec.hparams
+        self.weights = Weights()
+        self._embedding: np.ndarray | None = None
+
+    def token(self, token: int, pos: int, pages: np.ndarray, kv: np.ndarray, hidden: bool):
+        """Writes the token's K and V into its page in kv, then returns its logits (or its
+        final-normed hidden state), in float64."""
+        spec, hp = self.spec, self.hp
+        x = self._embed(token)
+        for il, block in enumerate(spec.layers):
+            x = self.block(il, block, x, pos, pages, kv)
+        x = rms_norm(x, spec.output_norm, hp.norm_eps)
+        if hidden:
+            return x
+        logits = self.weights.apply(spec.output, x)
+        if spec.logit_scale != 1.0:
+            logits = logits * spec.logit_scale
+        if hp.final_softcap:
+            logits = softcap(logits, hp.final_softcap)
+        return logits
+
+    def _embed(self, token: int) -> np.ndarray:
+        if self._embedding is None:
+            self._embedding = self.spec.token_embd.dequantize().astype(np.float64)
+        x = self._embedding[token]
+        return x * self.spec.embd_scale if self.spec.embd_scale != 1.0 else x
+
+    def block(
+        self, il: int, b: Block, x: np.ndarray, pos: int, pages: np.ndarray, kv: np.ndarray
+    ) -> np.ndarray:
+        """One transformer layer: attention, then the FFN, each added back to the stream,
+        norms before and/or after each as the block says."""
+        eps = self.hp.norm_eps
+        h = x if b.attn_norm is None else rms_norm(x, b.attn_norm, eps)
+        a = self.weights.apply(b.o, self.attention(il, b, h, pos, pages, kv))
+        if b.post_attn_norm is not None:
+            a = rms_norm(a, b.post_attn_norm, eps)
+        x = x + a * b.residual_scale
+        h = x if b.ffn_norm is None else rms_norm(x, b.ffn_norm, eps)
+        f = self.ffn(b, h)
+        if b.post_ffn_norm is not None:
+            f = rms_norm(f, b.post_ffn_norm, eps)
+        return x + f * b.residual_scale
+
+    def attention(
+        self, il: int, b: Block, h: np.ndarray, pos: int, pages: np.ndarray, kv: np.ndarray
+    ) -> np.ndarray:
+        """q, k, v (from attn_q/k/v, or split from a fused attn_qkv: Phi-3's rows [q; k; v], as
+        llama.cpp's build_qkv views them), q/k norms, RoPE; K and V into the page, then
+        attention over every visible position read back from the pages. A key at p0 is visible
+        from p1 iff p0 <= p1 and, on sliding-window layers, p1 - p0 < window
+        (llama_hparams::is_masked_swa, STANDARD)."""
+        hp, d = self.hp, self.spec.head_dim
+        n_q, n_kv = b.n_head * d, b.n_head_kv * d
+        if b.fused_qkv:
+            q, k, v = np.split(self.weights.apply(b.q, h), [n_q, n_q + n_kv])
+        else:
+            q, k, v = (self.weights.apply(lin, h) for lin in (b.q, b.k, b.v))
+        if b.qk_norm == "projection":  # OLMo 2: over all heads at once, before the split
+            q, k = rms_norm(q, b.q_norm, hp.norm_eps), rms_norm(k, b.k_norm, hp.norm_eps)
+        q, k, v = q.reshape(b.n_head, d), k.reshape(b.n_head_kv, d), v.reshape(b.n_head_kv, d)
+        if b.qk_norm == "head":
+            q, k = rms_norm(q, b.q_norm, hp.norm_eps), rms_norm(k, b.k_norm, hp.norm_eps)
+        if b.rope >= 0:
+            layer_rope = self.spec.ropes[b.rope]
+            at = np.array([pos])
+            q = rope_mod.apply(q[None], layer_rope, at)[0]
+            k = rope_mod.apply(k[None], layer_rope, at)[0]
+        P = kv.shape[4]
+        page, slot = pages[pos // P], pos % P
+        kv[page, il, 0, : b.n_head_kv, slot] = k
+        kv[page, il, 1, : b.n_head_kv, slot] = v
+        first = max(0, pos - b.window + 1) if b.window else 0
+        visible = np.arange(first, pos + 1)
+        rows = kv[pages[visible // P], il, :, : b.n_head_kv, visible % P].astype(np.float64)
+        return attend(q, rows[:, 0], rows[:, 1], hp.attn_scale, hp.attn_softcap)
+
+    def ffn(self, b: Block, h: np.ndarray) -> np.ndarray:
+        """Gated FFN: down(act(gate(h)) * up(h)). Phi-3 stacks gate over up in ffn_up
+        (ggml_swiglu takes the first half as the gate)."""
+        act = ACTIVATIONS[self.spec.activation]
+        if b.fused_gate_up:
+            gate, up = np.split(self.weights.apply(b.up, h), 2)
+        else:
+            gate, up = self.weights.apply(b.gate, h), self.weights.apply(b.up, h)
+        return self.weights.apply(b.down, act(gate) * up)

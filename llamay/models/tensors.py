@@ -1,0 +1,117 @@
+"""The GGUF tensors of a model: one table of names and shapes, for reading and for writing.
+
+As in llama.cpp (LLM_TENSOR_NAMES), every architecture uses the same names for the same roles;
+a family only overrides a name where its files differ (Family.tensor_names). Which roles a layer
+has follows from its family and its block (pre- or post-norms, q/k norms, fused projections).
+spec.py looks tensors up here and checks their shapes; synthetic.py writes exactly these
+tensors, so a synthetic file of a family holds what a real one does.
+
+Shapes are numpy order (rows first: a matrix is outputs x inputs), in symbols that `Dims`
+resolves: the GGUF shape is the reverse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llamay.models.family import Family
+
+
+@dataclass(frozen=True)
+class Role:
+    """A tensor's job: its name pattern ({il} for the layer) and its shape in symbols."""
+
+    name: str
+    shape: tuple[str, ...]
+
+    @property
+    def is_matrix(self) -> bool:
+        return len(self.shape) == 2
+
+
+ROLES: dict[str, Role] = {
+    "token_embd": Role("token_embd", ("n_vocab", "n_embd")),
+    "output_norm": Role("output_norm", ("n_embd",)),
+    "output": Role("output", ("n_vocab", "n_embd")),
+    "rope_freqs": Role("rope_freqs", ("n_rot_half",)),
+    "rope_factors_long": Role("rope_factors_long", ("n_rot_half",)),
+    "rope_factors_short": Role("rope_factors_short", ("n_rot_half",)),
+    "attn_norm": Role("blk.{il}.attn_norm", ("n_embd",)),
+    "attn_q": Role("blk.{il}.attn_q", ("n_q", "n_embd")),
+    "attn_k": Role("blk.{il}.attn_k", ("n_kv", "n_embd")),
+    "attn_v": Role("blk.{il}.attn_v", ("n_kv", "n_embd")),
+    "attn_qkv": Role("blk.{il}.attn_qkv", ("n_qkv", "n_embd")),
+    "attn_q_norm": Role("blk.{il}.attn_q_norm", ("q_norm",)),
+    "attn_k_norm": Role("blk.{il}.attn_k_norm", ("k_norm",)),
+    "attn_output": Role("blk.{il}.attn_output", ("n_embd", "n_q")),
+    "post_attention_norm": Role("blk.{il}.post_attention_norm", ("n_embd",)),
+    "ffn_norm": Role("blk.{il}.ffn_norm", ("n_embd",)),
+    "ffn_gate": Role("blk.{il}.ffn_gate", ("n_ff", "n_embd")),
+    "ffn_up": Role("blk.{il}.ffn_up", ("n_up", "n_embd")),
+    "ffn_down": Role("blk.{il}.ffn_down", ("n_embd", "n_ff")),
+    "post_ffw_norm": Role("blk.{il}.post_ffw_norm", ("n_embd",)),
+}
+
+
+def name_of(family: Family, role: str, il: int | None = None, suffix: str = "weight") -> str:
+    """The GGUF name of a role's tensor ("weight" or "bias") in layer il."""
+    pattern = family.tensor_names.get(role, ROLES[role].name)
+    return f"{pattern.format(il=il)}.{suffix}"
+
+
+def attention_roles(family: Family) -> tuple[str, ...]:
+    """The roles of a layer's attention block, as a file of the family stores them."""
+    roles = ["attn_norm"] if family.pre_norms else []
+    roles += ["attn_qkv"] if family.fused_qkv else ["attn_q", "attn_k", "attn_v"]
+    if family.qk_norm != "none":
+        roles += ["attn_q_norm", "attn_k_norm"]
+    roles.append("attn_output")
+    if family.post_norms:
+        roles.append("post_attention_norm")
+    return tuple(roles)
+
+
+def ffn_roles(family: Family) -> tuple[str, ...]:
+    """The roles of a layer's feed-forward block."""
+    roles = ["ffn_norm"] if family.pre_norms else []
+    roles += ["ffn_up"] if family.fused_gate_up else ["ffn_gate", "ffn_up"]
+    roles.append("ffn_down")
+    if family.post_norms:
+        roles.append("post_ffw_norm")
+    return tuple(roles)
+
+
+def layer_roles(family: Family) -> tuple[str, ...]:
+    return attention_roles(family) + ffn_roles(family)
+
+
+@dataclass(frozen=True)
+class Dims:
+    """The numbers the shape symbols stand for, for one layer of one model."""
+
+    n_vocab: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ff: int
+    n_rot: int
+    fused_gate_up: bool
+    qk_norm: str
+
+    def resolve(self, shape: tuple[str, ...]) -> tuple[int, ...]:
+        n_q, n_kv = self.n_head * self.head_dim, self.n_head_kv * self.head_dim
+        projection = self.qk_norm == "projection"
+        values = {
+            "n_vocab": self.n_vocab,
+            "n_embd": self.n_embd,
+            "n_q": n_q,
+            "n_kv": n_kv,
+            "n_qkv": n_q + 2 * n_kv,
+            "q_norm": n_q if projection else self.head_dim,
+            "k_norm": n_kv if projection else self.head_dim,
+            "n_ff": self.n_ff,
+            "n_up": 2 * self.n_ff if self.fused_gate_up else self.n_ff,
+            "n_rot_half": self.n_rot // 2,
+        }
+        return tuple(values[symbol] for symbol in shape)

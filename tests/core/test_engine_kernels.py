@@ -1,0 +1,169 @@
+"""The forward step's kernels besides matmul: every kernel set gives the reference's bits, and the
+reference computes what it should (against float64 numpy, to fp32 accuracy)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from llamay._core import engine as E
+from llamay._core.pages import PageMemory
+from llamay.backends.reference import rope as reference_rope
+from llamay.models.spec import Rope
+
+SIMD_SETS = [k for k in E.kernel_sets() if k != "reference"]
+RNG = np.random.default_rng(7)
+
+
+def values(n: int, scale: float = 3.0) -> np.ndarray:
+    return (RNG.standard_normal(n) * scale).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# Every kernel set computes the reference's bits
+
+
+@pytest.mark.parametrize("kernels", SIMD_SETS)
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 640, 1001])
+def test_elementwise_kernels_match_the_reference_bit_for_bit(kernels, n):
+    x, w, up = values(n), values(n, 1.0), values(n, 1.0)
+    wide = np.concatenate([values(n, 30.0), [0.0, -0.0, 88.5, -88.5, 1e-30]]).astype(np.float32)
+    for args in [(x, w, 1e-6), (x, None, 1e-5)]:
+        assert np.array_equal(E.rms_norm(*args, kernels), E.rms_norm(*args, "reference"))
+    for act in ("silu", "gelu_tanh"):
+        assert np.array_equal(
+            E.gated(act, wide, np.ones_like(wide), kernels),
+            E.gated(act, wide, np.ones_like(wide), "reference"),
+        )
+        assert np.array_equal(E.gated(act, x, up, kernels), E.gated(act, x, up, "reference"))
+    assert np.array_equal(E.softcap(wide, 15.0, kernels), E.softcap(wide, 15.0, "reference"))
+    assert E.logsumexp(x, kernels) == E.logsumexp(x, "reference")
+
+
+def kv_arena(dtype: str, page_tokens: int, head_dim: int = 32, n_kv_heads: int = 2) -> PageMemory:
+    return PageMemory(2, n_kv_heads, head_dim, page_tokens, dtype, 8)
+
+
+def fill(arena: PageMemory, pages: np.ndarray) -> None:
+    """Random K and V in every layer and head of the pages."""
+    dtype = np.float16 if arena.dtype == "F16" else np.float32
+    for page in pages:
+        for layer in range(arena.n_layers):
+            for view in (arena.k_view(page, layer), arena.v_view(page, layer)):
+                view[...] = RNG.standard_normal(view.shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["F16", "F32"])
+@pytest.mark.parametrize("kernels", SIMD_SETS)
+def test_attention_matches_the_reference_bit_for_bit(dtype, kernels):
+    arena = kv_arena(dtype, 16)
+    pages = np.arange(4, dtype=np.int32)
+    fill(arena, pages)
+    for n_q, pos, window, softcap in [
+        (1, 0, 0, 0.0),
+        (4, 37, 0, 0.0),
+        (10, 63, 20, 0.0),
+        (3, 50, 0, 30.0),
+        (2, 17, 5, 50.0),
+    ]:
+        q = (RNG.standard_normal((n_q, 32)) * 2).astype(np.float32)
+        args = (arena, pages, 1, 1, q, pos, window, 0.3, softcap)
+        assert np.array_equal(E.attention(*args, kernels), E.attention(*args, "reference"))
+
+
+# ----------------------------------------------------------------------------------------------
+# The reference computes the right thing
+
+
+def test_rms_norm_is_ggml_rms_norm_times_the_weight():
+    x, w = values(640), values(640, 1.0)
+    expected = x / np.sqrt(np.mean(x.astype(np.float64) ** 2) + 1e-6) * w
+    np.testing.assert_allclose(E.rms_norm(x, w, 1e-6, "reference"), expected, rtol=2e-6)
+
+
+def test_activations_are_accurate_to_a_few_ulp():
+    """Our own exp and tanh (vec16.h) stand in for libm's; they must be as good as fp32 allows."""
+    x = np.concatenate([np.linspace(-20, 20, 4001), [-87.0, -60.0, 60.0, 80.0]]).astype(np.float32)
+    x64 = x.astype(np.float64)
+    silu = x64 / (1 + np.exp(-x64))
+    gelu = 0.5 * x64 * (1 + np.tanh(math.sqrt(2 / math.pi) * x64 * (1 + 0.044715 * x64**2)))
+    one = np.ones_like(x)
+    np.testing.assert_allclose(E.gated("silu", x, one, "reference"), silu, rtol=4e-7, atol=1e-37)
+    np.testing.assert_allclose(
+        E.gated("gelu_tanh", x, one, "reference"), gelu, rtol=2e-6, atol=1e-7
+    )
+    cap = 30.0
+    np.testing.assert_allclose(
+        E.softcap(x * 5, cap, "reference"), cap * np.tanh(x64 * 5 / cap), rtol=4e-7, atol=1e-6
+    )
+
+
+def test_logsumexp_and_token_logprobs():
+    logits = np.stack([values(1000, 5.0), values(1000, 20.0)])
+    mx, total = E.logsumexp(logits[1], "reference")
+    assert mx == logits[1].max()
+    assert total == pytest.approx(np.exp(logits[1].astype(np.float64) - mx).sum(), rel=1e-6)
+    targets = np.array([3, 999], dtype=np.int32)
+    shifted = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
+    expected = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(
+        E.token_logprobs(logits, targets), expected[[0, 1], targets], rtol=1e-6, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("dtype", ["F16", "F32"])
+def test_attention_is_softmax_attention_over_the_visible_positions(dtype):
+    """Positions pos - window + 1 .. pos (or 0 .. pos), scores q.k * scale soft-capped, fp32."""
+    arena = kv_arena(dtype, 16)
+    pages = np.arange(4, dtype=np.int32)
+    fill(arena, pages)
+    k = np.concatenate([arena.k_view(p, 1)[1] for p in pages]).astype(np.float64)
+    v = np.concatenate([arena.v_view(p, 1)[1] for p in pages]).astype(np.float64)
+    for pos, window, softcap in [(0, 0, 0.0), (40, 0, 0.0), (63, 7, 0.0), (33, 0, 20.0)]:
+        q = (RNG.standard_normal((3, 32)) * 2).astype(np.float32)
+        first = max(0, pos - window + 1) if window else 0
+        scores = q.astype(np.float64) @ k[first : pos + 1].T * 0.3
+        if softcap:
+            scores = softcap * np.tanh(scores / softcap)
+        p = np.exp(scores - scores.max(axis=1, keepdims=True))
+        expected = (p / p.sum(axis=1, keepdims=True)) @ v[first : pos + 1]
+        got = E.attention(arena, pages, 1, 1, q, pos, window, 0.3, softcap, "reference")
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=2e-6)
+
+
+def rope(**changes) -> Rope:
+    base = dict(
+        n_rot=64,
+        neox=False,
+        freq_base=10000.0,
+        freq_scale=1.0,
+        ext_factor=0.0,
+        attn_factor=1.0,
+        beta_fast=32.0,
+        beta_slow=1.0,
+        n_ctx_orig=4096,
+        freq_factors=None,
+    )
+    return Rope(**{**base, **changes})
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        rope(),
+        rope(freq_base=1e6, freq_scale=0.25),
+        rope(freq_base=5e5, freq_factors=np.linspace(1, 8, 32, dtype=np.float32)),
+        rope(freq_scale=0.25, ext_factor=1.0, n_ctx_orig=1024, attn_factor=0.9),
+    ],
+    ids=["plain", "linear", "factors", "yarn"],
+)
+def test_rope_angles_match_the_reference(config):
+    """cos and sin of every pair, computed in double with our own functions, equal the float64
+    reference's rounded to fp32 (at most one rounding apart)."""
+    positions = np.array([0, 1, 7, 100, 4095, 30000, 131071], dtype=np.int32)
+    theta, mscale = reference_rope.angles(config, positions)
+    got = E.rope_cos_sin(config, positions)
+    np.testing.assert_allclose(got[:, 0::2], np.cos(theta) * mscale, rtol=0, atol=3e-7 * mscale)
+    np.testing.assert_allclose(got[:, 1::2], np.sin(theta) * mscale, rtol=0, atol=3e-7 * mscale)

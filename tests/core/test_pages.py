@@ -1,0 +1,348 @@
+"""The page allocator (PageTable: accounting, refcounts, allocation order, misuse refused) and
+the CPU backend's page memory (PageMemory: views over the documented byte layout, copies,
+zeroing, canonical bytes, shapes refused)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from llamay._core.pages import PageMemory, PageTable
+from llamay.errors import ContextOverflow
+
+HUGE_PAGE = 2 << 20
+# Gemma 3 270M: 18 layers, 1 KV head, head_dim 256.
+GEMMA = {"n_layers": 18, "n_kv_heads": 1, "head_dim": 256}
+
+
+def small_memory(n_pages: int = 4, dtype: str = "F32", n_kv_heads: int = 2) -> PageMemory:
+    return PageMemory(3, n_kv_heads, 8, 16, dtype, n_pages)
+
+
+def fill(arena: PageMemory, page: int, seed: int) -> None:
+    """Writes distinct random values into every layer's K and V of a page."""
+    rng = np.random.default_rng(seed)
+    for layer in range(arena.n_layers):
+        for view in (arena.k_view(page, layer), arena.v_view(page, layer)):
+            view[...] = rng.standard_normal(view.shape)
+
+
+def contents(arena: PageMemory, page: int) -> list[np.ndarray]:
+    return [
+        view(page, layer).copy()
+        for layer in range(arena.n_layers)
+        for view in (arena.k_view, arena.v_view)
+    ]
+
+
+def assert_same_contents(a: list[np.ndarray], b: list[np.ndarray]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert np.array_equal(x, y)
+
+
+# ---- allocation order and refcounts ----------------------------------------------------------
+
+
+def test_fresh_arena_hands_out_lowest_ids_then_reuses_last_freed_first():
+    arena = PageTable(5)
+    assert [arena.alloc() for _ in range(3)] == [0, 1, 2]
+    arena.decref(0)
+    arena.decref(2)
+    assert arena.alloc() == 2
+    assert arena.alloc() == 0
+    assert arena.alloc() == 3
+
+
+def test_refcount_semantics():
+    arena = PageTable(4)
+    page = arena.alloc()
+    assert arena.refcount(page) == 1
+    assert arena.incref(page) == 2
+    assert arena.incref(page) == 3
+    assert arena.decref(page) == 2
+    assert arena.decref(page) == 1
+    assert (arena.n_used, arena.n_free) == (1, 3)
+    assert arena.decref(page) == 0
+    assert arena.refcount(page) == 0
+    assert (arena.n_used, arena.n_free) == (0, 4)
+
+
+def test_double_free_and_stale_ids_are_refused_without_changing_anything():
+    arena = PageTable(4)
+    page = arena.alloc()
+    other = arena.alloc()
+    arena.decref(page)
+    with pytest.raises(ValueError, match=r"page 0 is free \(a double free"):
+        arena.decref(page)
+    with pytest.raises(ValueError, match="page 0 is free"):
+        arena.incref(page)
+    assert (arena.n_used, arena.n_free) == (1, 3)
+    assert [arena.refcount(p) for p in range(4)] == [0, 1, 0, 0]
+    # The refused free did not push page 0 twice: it comes back once, then fresh pages follow.
+    assert [arena.alloc(), arena.alloc(), arena.alloc()] == [0, 2, 3]
+    assert other == 1
+
+
+@pytest.mark.parametrize("page", [-1, 4, 2**40])
+def test_out_of_range_ids_are_refused(page):
+    arena = PageTable(4)
+    for call in (arena.incref, arena.decref, arena.refcount):
+        with pytest.raises(IndexError, match=rf"page {page} is out of range: .* pages 0\.\.3"):
+            call(page)
+    memory = small_memory()
+    for call in (memory.zero, memory.read, lambda p: memory.k_view(p, 0)):
+        with pytest.raises(IndexError, match=rf"page {page} is out of range: .* pages 0\.\.3"):
+            call(page)
+    with pytest.raises(IndexError, match="out of range"):
+        memory.copy(0, page)
+
+
+def test_non_integer_ids_are_refused():
+    arena = PageTable(4)
+    arena.alloc()
+    for bad in (0.0, 0.7, "0", None):
+        with pytest.raises(TypeError, match="cannot be interpreted as an integer"):
+            arena.incref(bad)
+    with pytest.raises(TypeError, match="cannot be interpreted as an integer"):
+        PageMemory(3.5, 1, 8, 16, "F32", 4)
+    assert arena.incref(np.int32(0)) == 2
+
+
+def test_out_of_pages_raises_context_overflow():
+    arena = PageTable(2)
+    arena.alloc()
+    arena.alloc()
+    with pytest.raises(ContextOverflow, match="no free page: all 2 are in use"):
+        arena.alloc()
+    assert (arena.n_used, arena.n_free) == (2, 0)
+
+
+def test_alloc_many_is_all_or_nothing():
+    arena = PageTable(6)
+    arena.alloc_many(2)
+    with pytest.raises(ContextOverflow, match=r"5 pages needed, 4 of 6 free"):
+        arena.alloc_many(5)
+    assert (arena.n_used, arena.n_free) == (2, 4)
+    assert [arena.refcount(p) for p in range(6)] == [1, 1, 0, 0, 0, 0]
+    pages = arena.alloc_many(4)
+    assert pages.dtype == np.int32
+    assert pages.tolist() == [2, 3, 4, 5]
+    assert arena.alloc_many(0).tolist() == []
+    with pytest.raises(ValueError, match="negative"):
+        arena.alloc_many(-1)
+
+
+class ArenaAgainstModel(RuleBasedStateMachine):
+    """Random alloc/alloc_many/incref/decref against refcounts in a plain dict and the
+    documented allocation order (a LIFO stack that starts with 0 on top)."""
+
+    N_PAGES = 7
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arena = PageTable(self.N_PAGES)
+        self.refcounts = dict.fromkeys(range(self.N_PAGES), 0)
+        self.free_stack = list(range(self.N_PAGES - 1, -1, -1))
+
+    def used(self) -> list[int]:
+        return sorted(p for p, count in self.refcounts.items() if count)
+
+    def expect_alloc(self) -> int:
+        page = self.free_stack.pop()
+        self.refcounts[page] = 1
+        return page
+
+    @rule()
+    def alloc(self):
+        if self.free_stack:
+            assert self.arena.alloc() == self.expect_alloc()
+        else:
+            with pytest.raises(ContextOverflow):
+                self.arena.alloc()
+
+    @rule(n=st.integers(0, N_PAGES + 1))
+    def alloc_many(self, n):
+        if n <= len(self.free_stack):
+            expected = [self.expect_alloc() for _ in range(n)]
+            assert self.arena.alloc_many(n).tolist() == expected
+        else:
+            with pytest.raises(ContextOverflow):
+                self.arena.alloc_many(n)
+
+    @precondition(lambda self: self.used())
+    @rule(data=st.data())
+    def incref(self, data):
+        page = data.draw(st.sampled_from(self.used()))
+        self.refcounts[page] += 1
+        assert self.arena.incref(page) == self.refcounts[page]
+
+    @precondition(lambda self: self.used())
+    @rule(data=st.data())
+    def decref(self, data):
+        page = data.draw(st.sampled_from(self.used()))
+        self.refcounts[page] -= 1
+        if self.refcounts[page] == 0:
+            self.free_stack.append(page)
+        assert self.arena.decref(page) == self.refcounts[page]
+
+    @rule(page=st.integers(0, N_PAGES - 1))
+    def misuse_of_a_free_page_is_refused(self, page):
+        if self.refcounts[page] == 0:
+            with pytest.raises(ValueError, match="is free"):
+                self.arena.decref(page)
+            with pytest.raises(ValueError, match="is free"):
+                self.arena.incref(page)
+
+    @rule(data=st.data())
+    def all_in_use(self, data):
+        pages = data.draw(st.lists(st.integers(0, self.N_PAGES - 1), max_size=4))
+        expected = all(self.refcounts[p] for p in pages)
+        assert self.arena.all_in_use(np.asarray(pages, dtype=np.int32)) == expected
+
+    @invariant()
+    def accounting_matches(self):
+        arena = self.arena
+        assert arena.n_used + arena.n_free == self.N_PAGES
+        assert arena.n_free == len(self.free_stack)
+        assert [arena.refcount(p) for p in range(self.N_PAGES)] == [
+            self.refcounts[p] for p in range(self.N_PAGES)
+        ]
+
+
+TestArenaAgainstModel = ArenaAgainstModel.TestCase
+TestArenaAgainstModel.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+
+
+# ---- contents: views, copies, zeroing ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["F16", "F32"])
+def test_views_are_zero_copy_and_write_through(dtype):
+    arena = small_memory(dtype=dtype)
+    page = 2
+    k = arena.k_view(page, 1)
+    assert k.shape == (2, 16, 8)
+    assert k.dtype == {"F16": np.float16, "F32": np.float32}[dtype]
+    assert k.flags.c_contiguous and k.flags.writeable
+    k[1, 5, :] = np.arange(8)
+    assert arena.k_view(page, 1)[1, 5].tolist() == list(range(8))
+    # Nothing else in the page moved: other rows, V of the same layer, K of other layers.
+    assert np.count_nonzero(arena.k_view(page, 1)) == 7
+    assert not np.any(arena.v_view(page, 1))
+    assert not np.any(arena.k_view(page, 0)) and not np.any(arena.k_view(page, 2))
+
+
+def test_views_keep_the_memory_alive():
+    arena = small_memory()
+    view = arena.k_view(0, 0)
+    view[...] = 3.0
+    del arena
+    assert np.all(view == 3.0)
+
+
+def test_views_of_bad_layers_are_refused():
+    arena = small_memory()
+    with pytest.raises(IndexError, match=r"layer 3 is out of range: pages hold layers 0\.\.2"):
+        arena.k_view(0, 3)
+
+
+@pytest.mark.parametrize("dtype", ["F16", "F32"])
+def test_copy_page_copies_exactly_one_page_for_all_layers(dtype):
+    arena = small_memory(dtype=dtype)
+    src, dst, neighbour = 0, 1, 2
+    fill(arena, src, seed=1)
+    fill(arena, dst, seed=2)
+    fill(arena, neighbour, seed=3)
+    before_src, before_neighbour = contents(arena, src), contents(arena, neighbour)
+    arena.copy(src, dst)
+    assert_same_contents(contents(arena, dst), before_src)
+    assert_same_contents(contents(arena, src), before_src)
+    assert_same_contents(contents(arena, neighbour), before_neighbour)
+
+
+def test_copy_refuses_itself():
+    with pytest.raises(ValueError, match="same page"):
+        small_memory().copy(1, 1)
+
+
+def test_zero_clears_exactly_one_page():
+    arena = small_memory()
+    fill(arena, 1, seed=4)
+    fill(arena, 2, seed=5)
+    neighbour = contents(arena, 2)
+    arena.zero(1)
+    assert not any(np.any(block) for block in contents(arena, 1))
+    assert_same_contents(contents(arena, 2), neighbour)
+
+
+@pytest.mark.parametrize("dtype", ["F16", "F32"])
+def test_read_and_write_canonical_bytes(dtype):
+    """read gives layer -> {K, V} -> head -> token -> dim, little-endian; write takes it back."""
+    arena = small_memory(dtype=dtype)
+    fill(arena, 3, seed=6)
+    raw = arena.read(3)
+    assert len(raw) == arena.page_bytes
+    element = np.dtype({"F16": np.float16, "F32": np.float32}[dtype]).newbyteorder("<")
+    assert np.array_equal(
+        np.frombuffer(raw, element),
+        np.concatenate([block.reshape(-1) for block in contents(arena, 3)]),
+    )
+    arena.write(0, raw)
+    assert_same_contents(contents(arena, 0), contents(arena, 3))
+    with pytest.raises(ValueError, match=f"a page has {arena.page_bytes} bytes, not 3"):
+        arena.write(0, b"abc")
+
+
+# ---- byte layout ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["F16", "F32"])
+def test_layout_matches_pages_h(dtype):
+    """page -> layer -> {K, V} -> kv_head -> token -> head_dim, from a 2 MiB-aligned base."""
+    n_layers, n_kv_heads, head_dim, page_tokens = 3, 2, 8, 16
+    elem = {"F16": 2, "F32": 4}[dtype]
+    arena = PageMemory(n_layers, n_kv_heads, head_dim, page_tokens, dtype, 4)
+    pages = [0, 1, 2, 3]
+    base = arena.k_view(0, 0).ctypes.data
+    assert base % HUGE_PAGE == 0
+    row, head = head_dim * elem, page_tokens * head_dim * elem
+    kv = n_kv_heads * head
+    assert arena.page_bytes == n_layers * 2 * kv
+    for page in pages:
+        for layer in range(n_layers):
+            k, v = arena.k_view(page, layer), arena.v_view(page, layer)
+            at = base + page * arena.page_bytes + layer * 2 * kv
+            assert k.ctypes.data == at
+            assert v.ctypes.data == at + kv
+            assert k.strides == v.strides == (head, row, elem)
+
+
+def test_gemma_page_size_and_block_alignment():
+    arena = PageMemory(**GEMMA, page_tokens=32, dtype="F16", n_pages=3)
+    assert arena.page_bytes == 18 * 2 * 32 * 256 * 2
+    assert PageMemory(**GEMMA, page_tokens=64, dtype="F32", n_pages=1).page_bytes == (
+        18 * 2 * 64 * 256 * 4
+    )
+    for page in range(3):
+        for layer in range(18):
+            assert arena.k_view(page, layer).ctypes.data % 64 == 0
+            assert arena.v_view(page, layer).ctypes.data % 64 == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"dtype": "Q8_0"}, "the KV dtype must be one of F16, F32, not 'Q8_0'"),
+        ({"n_pages": 0}, "n_pages must be between 1 and 2147483647, not 0"),
+        ({"head_dim": 0}, "head_dim and page_tokens must be between 1 and 65536"),
+        ({"n_layers": 1 << 17}, "must be between 1 and 65536"),
+    ],
+)
+def test_bad_shapes_are_refused(kwargs, message):
+    args = {**GEMMA, "page_tokens": 32, "dtype": "F16", "n_pages": 1, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        PageMemory(**args)

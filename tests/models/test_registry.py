@@ -1,0 +1,71 @@
+"""The registry declines, by name and with a reason, what llamay does not run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llamay import gguf
+from llamay.errors import UnsupportedModel
+from llamay.gguf import RawTensor
+from llamay.models.registry import SUPPORTED, check_supported
+
+
+def model_file(tmp_path, arch, tensors=None):
+    metadata = {} if arch is None else {"general.architecture": arch}
+    tensors = tensors or {"token_embd.weight": np.zeros((4, 32), np.float32)}
+    return gguf.read(gguf.write(tmp_path / f"{arch}.gguf", metadata, tensors))
+
+
+@pytest.mark.parametrize("arch", SUPPORTED)
+def test_supported_architectures_pass(tmp_path, arch):
+    assert check_supported(model_file(tmp_path, arch)) == arch
+
+
+@pytest.mark.parametrize(
+    ("arch", "reason"),
+    [
+        ("mamba", "state-space"),
+        ("mamba2", "state-space"),
+        ("rwkv6", "RWKV"),
+        ("rwkv7", "RWKV"),
+        ("jamba", "hybrids"),
+        ("deepseek2", "DeepSeek-V2/V3"),
+        ("clip", "vision encoders"),
+        ("mllama", "vision encoders"),
+    ],
+)
+def test_declined_by_name(tmp_path, arch, reason):
+    with pytest.raises(UnsupportedModel, match=reason) as info:
+        check_supported(model_file(tmp_path, arch))
+    assert repr(arch) in str(info.value)
+
+
+def test_unknown_architecture_lists_what_runs(tmp_path):
+    with pytest.raises(
+        UnsupportedModel,
+        match="'bert' is not supported; llamay runs: gemma, gemma2, gemma3, llama, phi3, qwen2",
+    ):
+        check_supported(model_file(tmp_path, "bert"))
+
+
+def test_vocab_only_file_is_not_a_model(tmp_path, data_dir):
+    with pytest.raises(UnsupportedModel, match="load_tokenizer"):
+        check_supported(model_file(tmp_path, None))
+    vocab_only = gguf.read(data_dir / "vocab" / "ggml-vocab-qwen2.gguf")
+    assert vocab_only.architecture == "qwen2"
+    with pytest.raises(UnsupportedModel, match="vocabulary-only"):
+        check_supported(vocab_only)
+
+
+def test_vision_tensors_inside_a_text_architecture(tmp_path):
+    tensors = {"v.patch_embd.weight": np.zeros((4, 32), np.float32)}
+    with pytest.raises(UnsupportedModel, match="vision encoders"):
+        check_supported(model_file(tmp_path, "gemma3", tensors))
+
+
+@pytest.mark.parametrize(("name", "block"), [("IQ1_S", 50), ("IQ1_M", 56)])
+def test_iq1_weights_refused_at_load(tmp_path, name, block):
+    tensors = {"blk.0.ffn_up.weight": RawTensor(name, (256, 1), np.zeros(block, np.uint8))}
+    with pytest.raises(UnsupportedModel, match=f"{name} weights are not supported"):
+        check_supported(model_file(tmp_path, "llama", tensors))
