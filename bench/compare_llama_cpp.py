@@ -8,7 +8,8 @@ Logits (--logits N): both engines are fed the same N tokens of a text one at a t
 the log-probability each gives to the true next token is compared (teacher forcing), with the
 agreement of their top-1 tokens.
 
-    python bench/compare_llama_cpp.py [--model gemma3:270m] [--threads 1,2] [-p 512] [-n 64]
+    python bench/compare_llama_cpp.py [--model gemma3:270m | llama-1b:Q4_K_M] [--threads 1,2]
+                                      [-p 512] [-n 64]
                                       [--repeat 3] [--logits N] [--text FILE] [--json]
 
 llama-cpp-python is a benchmark extra (`pip install llama-cpp-python`), never a dependency.
@@ -28,6 +29,9 @@ import numpy as np
 import llamay
 from llamay.cli.bench import bench_tokens, decode_seconds, prefill_seconds, thread_counts
 from llamay.store import resolve_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from models import resolve as resolve_shape  # noqa: E402 - bench/ is not a package
 
 DEFAULT_TEXT = Path(__file__).resolve().parents[1] / "tests" / "data" / "texts" / "gpl-3.txt"
 
@@ -155,7 +159,11 @@ def compare_logits(model: str, threads: int, text: str, n_tokens: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="gemma3:270m", help="MODEL: a .gguf path or store name")
+    parser.add_argument(
+        "--model",
+        default="gemma3:270m",
+        help="MODEL: a .gguf path, a store name, or SHAPE:TYPE of bench/models.py",
+    )
     parser.add_argument("--threads", default=None, help="comma-separated thread counts")
     parser.add_argument("-p", "--n-prompt", type=int, default=512, help="prefill tokens")
     parser.add_argument("-n", "--n-gen", type=int, default=64, help="decode tokens")
@@ -166,6 +174,7 @@ def main() -> None:
     args = parser.parse_args()
     _llama_cpp()
     threads = thread_counts(args.threads)
+    args.model = resolve_shape(args.model)
 
     if args.logits:
         text = args.text.read_text(encoding="utf-8")

@@ -2,8 +2,8 @@
 
 llamay promises that the logits of a sequence are the same bits however they are computed:
 whatever the thread count, whichever sequences share the batch, however the prompt is cut into
-steps, whether the sequence was forked from another or restored from a snapshot; and that a
-seeded generation samples the same tokens every time. Each check here computes one sequence
+steps, whether the sequence was forked from another or restored from a snapshot; that a seeded
+generation samples the same tokens every time; and that prompt-lookup decoding changes no token. Each check here computes one sequence
 several ways and compares every logit of every position with `np.array_equal`.
 
 The reference is a context fed the sequence with all logits, which never takes cached pages
@@ -117,6 +117,7 @@ def run_checks(model: str | os.PathLike[str] | None = None) -> Iterator[Check]:
                     lambda name: check_snapshot(name, models, sequence, work, other),
                 ),
                 ("seeded sampling", lambda name: check_sampling(name, models, sequence[:40])),
+                ("prompt lookup (on, off)", lambda name: check_lookup(name, main)),
             ]
             for name, step in steps:
                 started = time.perf_counter()
@@ -300,6 +301,29 @@ def sample(model: Model, prompt: list[int], seed: int, context: Context | None =
     if context is None:
         generation.context.close()
     return tokens
+
+
+def check_lookup(name: str, model: Model) -> Check:
+    """Prompt-lookup decoding changes no token: greedy and seeded generations after a prompt
+    that repeats a passage (so drafts are proposed and accepted) give the same tokens with
+    lookup off and with drafts of 3 and 8 tokens."""
+    passage = token_stream(model, 60)
+    prompt = [*passage, *passage[:12]]
+    same = True
+    for params in ({"temperature": 0.0}, {"temperature": 0.8, "seed": SEED}):
+        runs = []
+        for lookup in (0, 3, 8):
+            generation = model.generate(prompt, max_tokens=SAMPLED, lookup=lookup, **params)
+            runs.append(list(generation))
+            generation.context.close()
+        same &= all(run == runs[0] for run in runs)
+    outcome = "identical" if same else "DIFFER"
+    return Check(
+        name,
+        same,
+        f"greedy and seeded, lookup 0/3/8, {SAMPLED} tokens each: {outcome}",
+        {"tokens": SAMPLED, "identical": same},
+    )
 
 
 def check_sampling(name: str, models: dict[int, Model], prompt: list[int]) -> Check:

@@ -20,7 +20,10 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
-from llamay.engine.sampling import Sampler, SamplingParams
+import numpy as np
+
+from llamay.engine.lookup import propose
+from llamay.engine.sampling import Choice, Sampler, SamplingParams
 from llamay.errors import ContextOverflow, LlamayError
 from llamay.state import Context
 from llamay.tokenizer import Tokenizer
@@ -128,6 +131,7 @@ class Generation(Iterator[int]):
         grammar: Grammar | None = None,
         logprobs: int | None = None,
         owns_context: bool = False,
+        lookup: int = 0,
     ) -> None:
         self.context = context
         self.sampler = sampler
@@ -152,6 +156,9 @@ class Generation(Iterator[int]):
         self._first: float | None = None
         # what the scheduler feeds next: the prompt, then each sampled token
         self._pending: list[int] = list(prompt)
+        # draft tokens fed after a sampled token, with lookup (lookup.py)
+        self._lookup = lookup
+        self._draft: list[int] = []
 
     @property
     def n_generated(self) -> int:
@@ -203,12 +210,53 @@ class Generation(Iterator[int]):
 
     @property
     def pending(self) -> list[int]:
-        """The tokens to feed next: the prompt, then each sampled token."""
-        return self._pending
+        """The tokens to feed next: the prompt, then each sampled token and its draft."""
+        return self._pending + self._draft
+
+    @property
+    def decoding(self) -> bool:
+        """Whether one token is pending (a sampled one, with any draft), not a prompt chunk."""
+        return len(self._pending) == 1
+
+    @property
+    def drafting(self) -> bool:
+        """Whether the pending tokens carry a draft: they are fed with every logit, and
+        `verify` keeps what the sampler would have chosen."""
+        return bool(self._draft)
+
+    def drop_draft(self) -> None:
+        """Feeds the sampled token without its draft (no room for both)."""
+        self._draft = []
 
     def consume(self, n: int) -> None:
         """The first n pending tokens have been fed."""
         self._pending = self._pending[n:]
+
+    def verify(self, rows: np.ndarray) -> None:
+        """After the sampled token and its draft were fed: rows[i] are the logits after the
+        i-th of them. Each draft token the sampler chooses in its place (the same draw it
+        makes without a draft: the same logits, position and recent tokens) is taken as if
+        sampled; the context keeps the sampled token and the accepted draft, with the logits
+        after the last of them; the next token is then sampled as usual."""
+        draft, self._draft, self._pending = self._draft, [], []
+        base = self.context.n_tokens - (1 + len(draft))  # the sampled token's position
+        tokens = self.context.tokens
+        kept, end_of_generation = 1, False
+        for i, token in enumerate(draft):
+            if self._ending is not None:
+                break
+            step = base + 1 + i
+            choice = self._choose(rows[i], step, tokens[:step])
+            if choice.token != token:
+                break
+            if self._model.tokenizer.is_eog(token):
+                end_of_generation = True
+                break
+            self._take(choice)
+            kept += 1
+        self.context.keep(base + kept, rows[kept - 1])
+        if end_of_generation:
+            self.finish("stop")
 
     @property
     def done(self) -> bool:
@@ -241,20 +289,36 @@ class Generation(Iterator[int]):
             self._sample()
 
     def _sample(self) -> None:
+        choice = self._choose(self.context.logits(), self.context.n_tokens, self.context.tokens)
+        if self._model.tokenizer.is_eog(choice.token):
+            self.finish("stop")
+            return
+        self._take(choice)
+        self._pending = [choice.token]
+        if self._lookup and self._ending is None:
+            room = min(
+                self._lookup,
+                self._model.n_ctx - self.context.n_tokens - 1,
+                self._max_tokens - self.n_generated
+                if self._max_tokens is not None
+                else self._lookup,
+            )
+            self._draft = propose([*self.context.tokens, choice.token], room)
+
+    def _choose(self, logits: np.ndarray, step: int, recent: Sequence[int]) -> Choice:
+        """The sampler's draw for position `step`, under the grammar's mask."""
         allowed = self._matcher.allowed() if self._matcher is not None else None
         choice = self.sampler.choose(
-            self.context.logits(),
-            step=self.context.n_tokens,
-            recent=self.context.tokens,
-            allowed=allowed,
-            logprobs=self._logprobs,
+            logits, step=step, recent=recent, allowed=allowed, logprobs=self._logprobs
         )
         if self._first is None:
             self._first = time.perf_counter()
+        return choice
+
+    def _take(self, choice: Choice) -> None:
+        """A token the generation yields: through the grammar, the stop strings and the
+        token budget, to the caller."""
         token = choice.token
-        if self._model.tokenizer.is_eog(token):
-            self.finish("stop")
-            return
         if self._matcher is not None:
             self._matcher.accept(token)
         self.tokens.append(token)
@@ -266,7 +330,6 @@ class Generation(Iterator[int]):
             self._ending = "stop"
         elif self._out_of_tokens():
             self._ending = "length"
-        self._pending = [token]
 
     def _out_of_tokens(self) -> bool:
         return self._max_tokens is not None and self.n_generated >= self._max_tokens
@@ -294,6 +357,7 @@ class Generation(Iterator[int]):
     def _end(self) -> None:
         self._done = True
         self._pending = []
+        self._draft = []
         if self._owns_context and (self._cancelled or self.finish_reason is None):
             self.context.close()
 
@@ -328,6 +392,7 @@ def generate(
     logprobs: int | None = None,
     context: Context | None = None,
     sequence: int = 0,
+    lookup: int = 0,
 ) -> Generation:
     """Start generating after a prompt, in `context` (after its tokens) or in a new context.
 
@@ -339,12 +404,17 @@ def generate(
     text to its language; `logprobs` asks for each token's log-probability (0) and its top
     alternatives (n > 0). The work runs on the model's scheduler, batched with whatever else
     runs; the new context, if one was made, stays open for the caller to continue or close.
+    `lookup` N > 0 turns on prompt-lookup decoding (lookup.py): up to N draft tokens copied
+    from earlier in the context are verified in each step; the tokens are the same bits as
+    without it, in fewer steps when the text repeats.
     Raises ContextOverflow, before anything runs, for a prompt that leaves no room to generate.
     """
     if max_tokens is not None and max_tokens < 0:
         raise ValueError(f"max_tokens must be 0 or more, not {max_tokens}")
     if logprobs is not None and logprobs < 0:
         raise ValueError(f"logprobs must be 0 or more, not {logprobs}")
+    if lookup < 0:
+        raise ValueError(f"lookup must be 0 or more draft tokens, not {lookup}")
     params = SamplingParams(
         temperature,
         top_k,
@@ -387,6 +457,7 @@ def generate(
         grammar=grammar,
         logprobs=logprobs,
         owns_context=owns,
+        lookup=lookup,
     )
     model.scheduler.submit(generation)
     return generation

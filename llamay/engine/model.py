@@ -200,8 +200,10 @@ class Model:
     # ---- the forward pass ----
 
     def forward_batch(
-        self, items: Sequence[tuple[Context, Sequence[int]]], want_logits: str = "last"
-    ) -> list[np.ndarray] | None:
+        self,
+        items: Sequence[tuple[Context, Sequence[int]]],
+        want_logits: str | Sequence[str] = "last",
+    ) -> list[np.ndarray | None] | None:
         """Feed each context its tokens, all in one forward pass (cut into steps of at most
         n_batch tokens), and append them to the contexts.
 
@@ -209,12 +211,18 @@ class Model:
         "all" also returns, per item, the logits after every fed token (len(ids), n_vocab);
         "none" computes no logits (a prompt whose continuation is fed next); "hidden" returns,
         per item, the final-normed hidden state after every fed token (len(ids), n_embd) and
-        leaves the contexts without logits (embeddings).
+        leaves the contexts without logits (embeddings). A sequence gives each item its own
+        of "last", "all" and "none" (the scheduler's speculative steps); the result then has
+        an entry per item, None for those that are not "all".
         Raises ContextOverflow, before anything changes, when a context would pass n_ctx or the
         KV pages run out.
         """
-        if want_logits not in WANT_LOGITS:
-            raise ValueError(f"want_logits must be one of {WANT_LOGITS}, not {want_logits!r}")
+        per_item = not isinstance(want_logits, str)
+        modes = list(want_logits) if per_item else [want_logits] * len(items)
+        if len(modes) != len(items) or not set(modes) <= set(WANT_LOGITS):
+            raise ValueError(f"want_logits must be one of {WANT_LOGITS} per item, not {modes!r}")
+        if per_item and "hidden" in modes:
+            raise ValueError("hidden states are wanted for a whole batch or not at all")
         feeds = [(ctx, np.asarray(ids, dtype=np.int64).reshape(-1)) for ctx, ids in items]
         self._check_feeds(feeds)
         cache = self.kv_cache
@@ -223,8 +231,8 @@ class Model:
         with cache.lock:
             # A prefix cut off by the cache has no logits to give, so "all" computes every one.
             adopted = []
-            if want_logits not in ("all", "hidden"):
-                for i, (ctx, ids) in enumerate(feeds):
+            for i, ((ctx, ids), mode) in enumerate(zip(feeds, modes, strict=True)):
+                if mode not in ("all", "hidden"):
                     n_cached = ctx.adopt_prefix(ids)
                     if n_cached:
                         feeds[i] = (ctx, ids[n_cached:])
@@ -235,22 +243,30 @@ class Model:
                 for ctx in adopted:
                     ctx.rewind(0)
                 raise
-            return self._run(feeds, want_logits)
+            outputs = self._run(feeds, modes)
+        if per_item:
+            return outputs
+        return outputs if want_logits in ("all", "hidden") else None
 
     def _run(
-        self, feeds: list[tuple[Context, np.ndarray]], want_logits: str
-    ) -> list[np.ndarray] | None:
-        """The forward steps of forward_batch, over pages already reserved."""
+        self, feeds: list[tuple[Context, np.ndarray]], modes: list[str]
+    ) -> list[np.ndarray | None]:
+        """The forward steps of forward_batch, over pages already reserved; each item's rows
+        of outputs where its mode is "all" or "hidden", else None."""
         starts = np.cumsum([0, *(len(ids) for _, ids in feeds)])
         n_tokens = int(starts[-1])
-        # which tokens' logits to compute, and where they go
-        if want_logits in ("all", "hidden"):
-            wanted = np.arange(n_tokens, dtype=np.int32)
-        elif want_logits == "last":
-            wanted = (starts[1:] - 1).astype(np.int32)
-        else:
-            wanted = np.empty(0, dtype=np.int32)
-        hidden = want_logits == "hidden"
+        # which tokens' outputs to compute (in batch order), and where each item's rows begin
+        wanted_parts = []
+        for i, mode in enumerate(modes):
+            if mode in ("all", "hidden"):
+                wanted_parts.append(np.arange(starts[i], starts[i + 1]))
+            elif mode == "last":
+                wanted_parts.append(np.array([starts[i + 1] - 1]))
+            else:
+                wanted_parts.append(np.empty(0, dtype=np.int64))
+        row_starts = np.cumsum([0, *(len(part) for part in wanted_parts)])
+        wanted = np.concatenate(wanted_parts).astype(np.int32)
+        hidden = "hidden" in modes
         width = self.hparams.n_embd if hidden else self.n_vocab
         logits = np.empty((len(wanted), width), dtype=np.float32)
         tokens = np.concatenate([ids for _, ids in feeds]).astype(np.int32)
@@ -275,12 +291,13 @@ class Model:
                     hidden=hidden,
                 )
             )
-        for i, (ctx, ids) in enumerate(feeds):
-            last = {"all": starts[i + 1] - 1, "last": i}.get(want_logits)
-            ctx.record(ids.tolist(), None if last is None else logits[last].copy())
-        if want_logits in ("all", "hidden"):
-            return [logits[starts[i] : starts[i + 1]] for i in range(len(feeds))]
-        return None
+        outputs: list[np.ndarray | None] = []
+        for i, ((ctx, ids), mode) in enumerate(zip(feeds, modes, strict=True)):
+            mine = logits[row_starts[i] : row_starts[i + 1]]
+            last = None if mode in ("none", "hidden") else mine[-1].copy()
+            ctx.record(ids.tolist(), last)
+            outputs.append(mine if mode in ("all", "hidden") else None)
+        return outputs
 
     def _check_feeds(self, feeds: list[tuple[Context, np.ndarray]]) -> None:
         seen = set()

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+
 from llamay.engine.generate import Generation
 from llamay.errors import ContextOverflow, LlamayError
 from llamay.state import Context
@@ -33,8 +35,10 @@ class Stepper(Protocol):
     path: Path
 
     def forward_batch(
-        self, items: Sequence[tuple[Context, Sequence[int]]], want_logits: str = "last"
-    ) -> object: ...
+        self,
+        items: Sequence[tuple[Context, Sequence[int]]],
+        want_logits: str | Sequence[str] = "last",
+    ) -> list[np.ndarray | None] | None: ...
 
 
 class Scheduler:
@@ -124,9 +128,9 @@ class Scheduler:
         feeding = [g for g in running if g.pending and not g.done]
         if not feeding:
             return
-        decoding = [g for g in feeding if len(g.pending) == 1]
-        prefilling = [g for g in feeding if len(g.pending) > 1]
-        plan = [(g, 1) for g in decoding]
+        decoding = [g for g in feeding if g.decoding]
+        prefilling = [g for g in feeding if not g.decoding]
+        plan = [(g, len(g.pending)) for g in decoding]  # a sampled token, and any draft
         budget = self.prefill_budget
         for generation in prefilling:  # in the order they came
             if budget <= 0:
@@ -138,18 +142,29 @@ class Scheduler:
 
     def _feed(self, plan: list[tuple[Generation, int]]) -> None:
         items = [(g.context, g.pending[:n]) for g, n in plan]
+        modes = ["all" if g.drafting else "last" for g, _ in plan]
         try:
-            self._model.forward_batch(items, "last")
+            outputs = self._model.forward_batch(items, modes)
         except ContextOverflow:
             # The KV pages ran out for the batch (forward_batch changed nothing): go one by one,
             # so that only the sequences that do not fit fail.
-            for generation, n in plan:
+            for (generation, n), item, mode in zip(plan, items, modes, strict=True):
+                if generation.drafting:  # room for the sampled token alone, at least
+                    generation.drop_draft()
+                    n, item, mode = 1, (item[0], item[1][:1]), "last"
                 try:
-                    self._model.forward_batch([(generation.context, generation.pending[:n])])
+                    (output,) = self._model.forward_batch([item], [mode])
                 except ContextOverflow as error:
                     generation.fail(error)
                     continue
-                generation.consume(n)
+                self._fed(generation, n, output)
             return
-        for generation, n in plan:
+        for (generation, n), output in zip(plan, outputs, strict=True):
+            self._fed(generation, n, output)
+
+    @staticmethod
+    def _fed(generation: Generation, n: int, output: object) -> None:
+        if generation.drafting:
+            generation.verify(output)
+        else:
             generation.consume(n)

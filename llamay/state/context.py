@@ -255,6 +255,16 @@ class Context:
         if self.trusted and len(self._tokens) // self._cache.page_tokens > full_before:
             self._cache.commit(self._tokens, self._pages)
 
+    def keep(self, n_tokens: int, last_logits: np.ndarray) -> None:
+        """Keeps the first n_tokens tokens, whose last logits the caller computed in the step
+        that fed them (speculative decoding keeps the draft tokens that were accepted); the
+        pages past them go, and stale slots of a kept partial page are overwritten later."""
+        if not 0 < n_tokens <= self.n_tokens:
+            raise ValueError(f"cannot keep {n_tokens} tokens: the context has {self.n_tokens}")
+        with self._cache.lock:
+            self._truncate(n_tokens)
+            self._logits = last_logits
+
     def adopt_prefix(self, ids: Sequence[int]) -> int:
         """An empty trusted context takes the cached pages of the longest prefix of ids and
         appends those tokens (their logits are not known); returns how many it took."""

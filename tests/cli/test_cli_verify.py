@@ -8,7 +8,7 @@ import pytest
 
 from helpers.clitools import assert_user_error, run_llamay
 
-CHECKS = 6
+CHECKS = 7
 
 
 def test_verify_without_a_model_passes_every_check_on_the_builtin_one():

@@ -44,6 +44,7 @@ def test_every_check_passes_on_the_builtin_model():
         "fork continuation vs cold",
         "snapshot round trip",
         "seeded sampling",
+        "prompt lookup (on, off)",
     ]
     assert all(check.passed for check in checks), checks
     for check in checks[:5]:

@@ -1,0 +1,189 @@
+"""Models of real shapes for the benchmarks: seeded random weights, quantized by llama.cpp.
+
+Speed claims are made on the shapes people run, not only on the small default model. Each shape
+here copies a real model's dimensions (and its vocabulary, from the llama.cpp test vocabularies
+in tests/data/vocab); the weights are random (seeded), written as F16, then quantized by
+llama.cpp's own quantizer (llama-cpp-python, the `bench` extra) to the types people download.
+The logits mean nothing; the bytes read per token, the matrix shapes and the quantization types
+are those of the real model.
+
+    python bench/models.py                         # every shape as Q4_K_M: prints the paths
+    python bench/models.py --shape llama-1b --type Q4_K_M,Q8_0,Q6_K [--dir DIR]
+    python bench/compare_llama_cpp.py --model llama-1b:Q4_K_M   # other scripts take SHAPE:TYPE
+
+Files are cached under $LLAMAY_HOME/bench-models (or --dir) and built once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llamay import gguf
+from llamay.gguf.format import ValueType
+from llamay.gguf.writer import Typed
+from llamay.paths import llamay_home
+
+VOCABULARIES = Path(__file__).resolve().parents[1] / "tests" / "data" / "vocab"
+TYPES = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "Q4_0", "F16")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A real model's dimensions."""
+
+    name: str
+    arch: str
+    like: str  # the model whose shape this is
+    vocabulary: str  # a tests/data/vocab file with its tokenizer
+    n_embd: int
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ff: int
+    rope_base: float
+    qk_norm: bool = False
+    context_length: int = 8192
+
+
+SHAPES = {
+    shape.name: shape
+    for shape in (
+        Shape(
+            "llama-1b", "llama", "Llama-3.2-1B", "ggml-vocab-llama-bpe.gguf",
+            n_embd=2048, n_layer=16, n_head=32, n_head_kv=8, head_dim=64, n_ff=8192,
+            rope_base=500000.0,
+        ),
+        Shape(
+            "qwen3-4b", "qwen3", "Qwen3-4B", "ggml-vocab-qwen2.gguf",
+            n_embd=2560, n_layer=36, n_head=32, n_head_kv=8, head_dim=128, n_ff=9728,
+            rope_base=1000000.0, qk_norm=True,
+        ),
+    )
+}
+
+
+def models_dir(directory: Path | None = None) -> Path:
+    path = directory or llamay_home() / "bench-models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def model_path(name: str, directory: Path | None = None) -> Path:
+    """The file of SHAPE:TYPE (e.g. llama-1b:Q4_K_M), built first if it is not cached."""
+    shape_name, _, type_name = name.partition(":")
+    if shape_name not in SHAPES:
+        raise SystemExit(f"unknown shape {shape_name!r}; shapes: {', '.join(SHAPES)}")
+    type_name = (type_name or "Q4_K_M").upper()
+    if type_name not in TYPES:
+        raise SystemExit(f"unknown type {type_name!r}; types: {', '.join(TYPES)}")
+    shape = SHAPES[shape_name]
+    folder = models_dir(directory)
+    f16 = folder / f"{shape.name}-F16.gguf"
+    if not f16.exists():
+        write_f16(shape, f16)
+    if type_name == "F16":
+        return f16
+    out = folder / f"{shape.name}-{type_name}.gguf"
+    if not out.exists():
+        quantize(f16, out, type_name)
+    return out
+
+
+def resolve(model: str) -> str:
+    """MODEL as the bench scripts take it: SHAPE:TYPE built here, or a path or store name."""
+    return str(model_path(model)) if model.partition(":")[0] in SHAPES else model
+
+
+def write_f16(shape: Shape, path: Path, seed: int = 0) -> None:
+    """The shape's tensors, N(0, 0.02) like a fresh initialisation, norms near 1, as F16."""
+    print(f"writing {path.name} ...", file=sys.stderr, flush=True)
+    vocab = gguf.read(VOCABULARIES / shape.vocabulary).metadata
+    tokenizer = {k: v for k, v in vocab.items() if k.startswith("tokenizer.")}
+    tokenizer.pop("tokenizer.chat_template", None)
+    n_vocab = len(tokenizer["tokenizer.ggml.tokens"])
+    rng = np.random.default_rng(seed)
+
+    def matrix(rows: int, cols: int) -> np.ndarray:
+        return (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float16)
+
+    def norm(n: int) -> np.ndarray:
+        return (1.0 + 0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float32)
+
+    n_q, n_kv = shape.n_head * shape.head_dim, shape.n_head_kv * shape.head_dim
+    tensors: dict[str, Any] = {
+        "token_embd.weight": matrix(n_vocab, shape.n_embd),  # tied output, as in both models
+        "output_norm.weight": norm(shape.n_embd),
+    }
+    for il in range(shape.n_layer):
+        blk = f"blk.{il}"
+        tensors[f"{blk}.attn_norm.weight"] = norm(shape.n_embd)
+        tensors[f"{blk}.attn_q.weight"] = matrix(n_q, shape.n_embd)
+        tensors[f"{blk}.attn_k.weight"] = matrix(n_kv, shape.n_embd)
+        tensors[f"{blk}.attn_v.weight"] = matrix(n_kv, shape.n_embd)
+        if shape.qk_norm:
+            tensors[f"{blk}.attn_q_norm.weight"] = norm(shape.head_dim)
+            tensors[f"{blk}.attn_k_norm.weight"] = norm(shape.head_dim)
+        tensors[f"{blk}.attn_output.weight"] = matrix(shape.n_embd, n_q)
+        tensors[f"{blk}.ffn_norm.weight"] = norm(shape.n_embd)
+        tensors[f"{blk}.ffn_gate.weight"] = matrix(shape.n_ff, shape.n_embd)
+        tensors[f"{blk}.ffn_up.weight"] = matrix(shape.n_ff, shape.n_embd)
+        tensors[f"{blk}.ffn_down.weight"] = matrix(shape.n_embd, shape.n_ff)
+    arch = shape.arch
+    u32 = lambda n: Typed(n, ValueType.UINT32)  # noqa: E731 - llama.cpp checks the types
+    metadata = {
+        "general.architecture": arch,
+        "general.name": f"llamay bench {shape.name} (shape of {shape.like}, random weights)",
+        f"{arch}.context_length": u32(shape.context_length),
+        f"{arch}.embedding_length": u32(shape.n_embd),
+        f"{arch}.block_count": u32(shape.n_layer),
+        f"{arch}.feed_forward_length": u32(shape.n_ff),
+        f"{arch}.attention.head_count": u32(shape.n_head),
+        f"{arch}.attention.head_count_kv": u32(shape.n_head_kv),
+        f"{arch}.attention.key_length": u32(shape.head_dim),
+        f"{arch}.attention.value_length": u32(shape.head_dim),
+        f"{arch}.attention.layer_norm_rms_epsilon": 1e-5,
+        f"{arch}.rope.freq_base": shape.rope_base,
+        "general.file_type": u32(1),  # F16
+        **tokenizer,
+        **{key: u32(tokenizer[key]) for key in tokenizer if key.endswith("_token_id")},
+    }
+    gguf.write(path, metadata, tensors)
+
+
+def quantize(source: Path, out: Path, type_name: str) -> None:
+    """llama.cpp's quantizer, as llama-quantize runs it (the default imatrix-free recipe)."""
+    try:
+        import llama_cpp
+    except ImportError:
+        raise SystemExit("llama-cpp-python is not installed: pip install '.[bench]'") from None
+    print(f"quantizing {out.name} with llama.cpp ...", file=sys.stderr, flush=True)
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{type_name}")
+    params.nthread = 0
+    partial = out.with_name(out.name + ".partial")
+    if llama_cpp.llama_model_quantize(str(source).encode(), str(partial).encode(), params) != 0:
+        partial.unlink(missing_ok=True)
+        raise SystemExit(f"llama.cpp could not quantize {source} to {type_name}")
+    partial.replace(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", default=",".join(SHAPES), help="comma-separated shapes")
+    parser.add_argument("--type", default="Q4_K_M", help=f"comma-separated, of {', '.join(TYPES)}")
+    parser.add_argument("--dir", type=Path, default=None, help="cache directory")
+    args = parser.parse_args()
+    for shape in args.shape.split(","):
+        for type_name in args.type.split(","):
+            print(model_path(f"{shape}:{type_name}", args.dir))
+
+
+if __name__ == "__main__":
+    main()
