@@ -31,7 +31,7 @@ from llamay.cli.bench import bench_tokens, decode_seconds, prefill_seconds, thre
 from llamay.store import resolve_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from models import resolve as resolve_shape  # noqa: E402 - bench/ is not a package
+from models import resolve as resolve_shape
 
 DEFAULT_TEXT = Path(__file__).resolve().parents[1] / "tests" / "data" / "texts" / "gpl-3.txt"
 

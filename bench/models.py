@@ -56,14 +56,31 @@ SHAPES = {
     shape.name: shape
     for shape in (
         Shape(
-            "llama-1b", "llama", "Llama-3.2-1B", "ggml-vocab-llama-bpe.gguf",
-            n_embd=2048, n_layer=16, n_head=32, n_head_kv=8, head_dim=64, n_ff=8192,
+            "llama-1b",
+            "llama",
+            "Llama-3.2-1B",
+            "ggml-vocab-llama-bpe.gguf",
+            n_embd=2048,
+            n_layer=16,
+            n_head=32,
+            n_head_kv=8,
+            head_dim=64,
+            n_ff=8192,
             rope_base=500000.0,
         ),
         Shape(
-            "qwen3-4b", "qwen3", "Qwen3-4B", "ggml-vocab-qwen2.gguf",
-            n_embd=2560, n_layer=36, n_head=32, n_head_kv=8, head_dim=128, n_ff=9728,
-            rope_base=1000000.0, qk_norm=True,
+            "qwen3-4b",
+            "qwen3",
+            "Qwen3-4B",
+            "ggml-vocab-qwen2.gguf",
+            n_embd=2560,
+            n_layer=36,
+            n_head=32,
+            n_head_kv=8,
+            head_dim=128,
+            n_ff=9728,
+            rope_base=1000000.0,
+            qk_norm=True,
         ),
     )
 }
@@ -136,7 +153,6 @@ def write_f16(shape: Shape, path: Path, seed: int = 0) -> None:
         tensors[f"{blk}.ffn_up.weight"] = matrix(shape.n_ff, shape.n_embd)
         tensors[f"{blk}.ffn_down.weight"] = matrix(shape.n_embd, shape.n_ff)
     arch = shape.arch
-    u32 = lambda n: Typed(n, ValueType.UINT32)  # noqa: E731 - llama.cpp checks the types
     metadata = {
         "general.architecture": arch,
         "general.name": f"llamay bench {shape.name} (shape of {shape.like}, random weights)",
@@ -155,6 +171,11 @@ def write_f16(shape: Shape, path: Path, seed: int = 0) -> None:
         **{key: u32(tokenizer[key]) for key in tokenizer if key.endswith("_token_id")},
     }
     gguf.write(path, metadata, tensors)
+
+
+def u32(n: int) -> Typed:
+    """An unsigned metadata integer: llama.cpp checks each key's type, not only its value."""
+    return Typed(n, ValueType.UINT32)
 
 
 def quantize(source: Path, out: Path, type_name: str) -> None:
