@@ -66,20 +66,11 @@ class ReferenceExecutor:
         n_pages = self.storage.array.shape[0]
         if any(len(t) and (t.min() < 0 or t.max() >= n_pages) for t in batch.page_tables):
             raise ValueError("a page table names a page outside the KV memory")
-        wanted = {int(i): j for j, i in enumerate(batch.outputs)}
-        for i, (token, pos, seq) in enumerate(
-            zip(
-                batch.tokens.tolist(),
-                batch.positions.tolist(),
-                batch.sequence.tolist(),
-                strict=True,
-            )
-        ):
-            out = self._forward.token(
-                token, pos, batch.page_tables[seq], self.storage.array, batch.hidden
-            )
-            if i in wanted:
-                batch.out[wanted[i]] = out
+        tables = [batch.page_tables[s] for s in batch.sequence.tolist()]
+        out = self._forward.step(
+            batch.tokens, batch.positions, tables, self.storage.array, batch.outputs, batch.hidden
+        )
+        batch.out[...] = out
 
     def close(self) -> None:
         self._closed = True

@@ -5,9 +5,12 @@ dequantized to float64 once. It is the spec the CPU backend is checked against, 
 llama.cpp behaviour it copies says where it comes from. Sections follow the data: the blocks,
 then the step that composes them over the KV pages.
 
-Each token is computed on its own (a matrix-vector product per weight, attention over its own
-sequence's pages), so its result never depends on the other tokens of its step: the reference
-backend keeps the batch invariance every backend promises (base.py).
+A step runs layer by layer over all its tokens at once, but every token is computed on its own:
+each matrix product is a stack of one-row products (`matmul` below: the same call for a token
+whatever else is in the step), each norm and rotation works row by row, and each token attends
+over its own sequence's pages. So a token's result never depends on the other tokens of its step:
+the reference backend keeps the batch invariance every backend promises (base.py). (A plain
+`x @ W.T` would not: BLAS computes a one-row product and a many-row one in different orders.)
 """
 
 from __future__ import annotations
@@ -78,6 +81,12 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, cap: float
 # The step
 
 
+def matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x (T, K) @ w.T (w: N x K), each row on its own: the same bits for a row alone or in a
+    batch (numpy runs a stack of products one by one)."""
+    return np.matmul(x[:, None, :], w.T)[:, 0, :]
+
+
 class Weights:
     """The spec's tensors dequantized to float64, once, on first use."""
 
@@ -90,13 +99,13 @@ class Weights:
         return self._matrices[linear.name]
 
     def apply(self, linear: Linear, x: np.ndarray) -> np.ndarray:
-        """W @ x for one token, plus the bias when the file has one."""
-        y = self.matrix(linear) @ x
+        """x @ W.T for each row of x, plus the bias when the file has one."""
+        y = matmul(x, self.matrix(linear))
         return y if linear.bias is None else y + linear.bias
 
 
 class ReferenceForward:
-    """The model of `spec`, one token at a time, over pages in a numpy array
+    """The model of `spec` over pages in a numpy array
     (n_pages, n_layers, 2, n_kv_heads, page_tokens, head_dim) of the KV dtype."""
 
     def __init__(self, spec: ModelSpec) -> None:
@@ -105,14 +114,23 @@ class ReferenceForward:
         self.weights = Weights()
         self._embedding: np.ndarray | None = None
 
-    def token(self, token: int, pos: int, pages: np.ndarray, kv: np.ndarray, hidden: bool):
-        """Writes the token's K and V into its page in kv, then returns its logits (or its
-        final-normed hidden state), in float64."""
+    def step(
+        self,
+        tokens: np.ndarray,
+        positions: np.ndarray,
+        tables: list[np.ndarray],
+        kv: np.ndarray,
+        outputs: np.ndarray,
+        hidden: bool,
+    ) -> np.ndarray:
+        """Writes every token's K and V into its page in kv, layer by layer before any token
+        of the layer attends, and returns the logits (or final-normed hidden states) of the
+        tokens `outputs` indexes, in float64. tables[i] is token i's sequence's page table."""
         spec, hp = self.spec, self.hp
-        x = self._embed(token)
+        x = self._embed(tokens)
         for il, block in enumerate(spec.layers):
-            x = self.block(il, block, x, pos, pages, kv)
-        x = rms_norm(x, spec.output_norm, hp.norm_eps)
+            x = self.block(il, block, x, positions, tables, kv)
+        x = rms_norm(x[outputs], spec.output_norm, hp.norm_eps)
         if hidden:
             return x
         logits = self.weights.apply(spec.output, x)
@@ -122,20 +140,26 @@ class ReferenceForward:
             logits = softcap(logits, hp.final_softcap)
         return logits
 
-    def _embed(self, token: int) -> np.ndarray:
+    def _embed(self, tokens: np.ndarray) -> np.ndarray:
         if self._embedding is None:
             self._embedding = self.spec.token_embd.dequantize().astype(np.float64)
-        x = self._embedding[token]
+        x = self._embedding[tokens]
         return x * self.spec.embd_scale if self.spec.embd_scale != 1.0 else x
 
     def block(
-        self, il: int, b: Block, x: np.ndarray, pos: int, pages: np.ndarray, kv: np.ndarray
+        self,
+        il: int,
+        b: Block,
+        x: np.ndarray,
+        positions: np.ndarray,
+        tables: list[np.ndarray],
+        kv: np.ndarray,
     ) -> np.ndarray:
         """One transformer layer: attention, then the FFN, each added back to the stream,
         norms before and/or after each as the block says."""
         eps = self.hp.norm_eps
         h = x if b.attn_norm is None else rms_norm(x, b.attn_norm, eps)
-        a = self.weights.apply(b.o, self.attention(il, b, h, pos, pages, kv))
+        a = self.weights.apply(b.o, self.attention(il, b, h, positions, tables, kv))
         if b.post_attn_norm is not None:
             a = rms_norm(a, b.post_attn_norm, eps)
         x = x + a * b.residual_scale
@@ -146,44 +170,54 @@ class ReferenceForward:
         return x + f * b.residual_scale
 
     def attention(
-        self, il: int, b: Block, h: np.ndarray, pos: int, pages: np.ndarray, kv: np.ndarray
+        self,
+        il: int,
+        b: Block,
+        h: np.ndarray,
+        positions: np.ndarray,
+        tables: list[np.ndarray],
+        kv: np.ndarray,
     ) -> np.ndarray:
         """q, k, v (from attn_q/k/v, or split from a fused attn_qkv: Phi-3's rows [q; k; v], as
-        llama.cpp's build_qkv views them), q/k norms, RoPE; K and V into the page, then
-        attention over every visible position read back from the pages. A key at p0 is visible
-        from p1 iff p0 <= p1 and, on sliding-window layers, p1 - p0 < window
-        (llama_hparams::is_masked_swa, STANDARD)."""
-        hp, d = self.hp, self.spec.head_dim
+        llama.cpp's build_qkv views them), q/k norms, RoPE; every token's K and V into its page,
+        then each token's attention over every position it sees, read back from the pages. A
+        key at p0 is visible from p1 iff p0 <= p1 and, on sliding-window layers, p1 - p0 <
+        window (llama_hparams::is_masked_swa, STANDARD)."""
+        hp, d, n = self.hp, self.spec.head_dim, len(positions)
         n_q, n_kv = b.n_head * d, b.n_head_kv * d
         if b.fused_qkv:
-            q, k, v = np.split(self.weights.apply(b.q, h), [n_q, n_q + n_kv])
+            q, k, v = np.split(self.weights.apply(b.q, h), [n_q, n_q + n_kv], axis=-1)
         else:
             q, k, v = (self.weights.apply(lin, h) for lin in (b.q, b.k, b.v))
         if b.qk_norm == "projection":  # OLMo 2: over all heads at once, before the split
             q, k = rms_norm(q, b.q_norm, hp.norm_eps), rms_norm(k, b.k_norm, hp.norm_eps)
-        q, k, v = q.reshape(b.n_head, d), k.reshape(b.n_head_kv, d), v.reshape(b.n_head_kv, d)
+        q = q.reshape(n, b.n_head, d)
+        k = k.reshape(n, b.n_head_kv, d)
+        v = v.reshape(n, b.n_head_kv, d)
         if b.qk_norm == "head":
             q, k = rms_norm(q, b.q_norm, hp.norm_eps), rms_norm(k, b.k_norm, hp.norm_eps)
         if b.rope >= 0:
             layer_rope = self.spec.ropes[b.rope]
-            at = np.array([pos])
-            q = rope_mod.apply(q[None], layer_rope, at)[0]
-            k = rope_mod.apply(k[None], layer_rope, at)[0]
+            q = rope_mod.apply(q, layer_rope, positions)
+            k = rope_mod.apply(k, layer_rope, positions)
         P = kv.shape[4]
-        page, slot = pages[pos // P], pos % P
-        kv[page, il, 0, : b.n_head_kv, slot] = k
-        kv[page, il, 1, : b.n_head_kv, slot] = v
-        first = max(0, pos - b.window + 1) if b.window else 0
-        visible = np.arange(first, pos + 1)
-        rows = kv[pages[visible // P], il, :, : b.n_head_kv, visible % P].astype(np.float64)
-        return attend(q, rows[:, 0], rows[:, 1], hp.attn_scale, hp.attn_softcap)
+        for t, (pos, table) in enumerate(zip(positions.tolist(), tables, strict=True)):
+            kv[table[pos // P], il, 0, : b.n_head_kv, pos % P] = k[t]
+            kv[table[pos // P], il, 1, : b.n_head_kv, pos % P] = v[t]
+        out = np.empty((n, n_q))
+        for t, (pos, table) in enumerate(zip(positions.tolist(), tables, strict=True)):
+            first = max(0, pos - b.window + 1) if b.window else 0
+            visible = np.arange(first, pos + 1)
+            rows = kv[table[visible // P], il, :, : b.n_head_kv, visible % P].astype(np.float64)
+            out[t] = attend(q[t], rows[:, 0], rows[:, 1], hp.attn_scale, hp.attn_softcap)
+        return out
 
     def ffn(self, b: Block, h: np.ndarray) -> np.ndarray:
         """Gated FFN: down(act(gate(h)) * up(h)). Phi-3 stacks gate over up in ffn_up
         (ggml_swiglu takes the first half as the gate)."""
         act = ACTIVATIONS[self.spec.activation]
         if b.fused_gate_up:
-            gate, up = np.split(self.weights.apply(b.up, h), 2)
+            gate, up = np.split(self.weights.apply(b.up, h), 2, axis=-1)
         else:
             gate, up = self.weights.apply(b.gate, h), self.weights.apply(b.up, h)
         return self.weights.apply(b.down, act(gate) * up)
