@@ -82,9 +82,9 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, cap: float
 
 
 def matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """x (T, K) @ w.T (w: N x K), each row on its own: the same bits for a row alone or in a
-    batch (numpy runs a stack of products one by one)."""
-    return np.matmul(x[:, None, :], w.T)[:, 0, :]
+    """x (T, K) @ w.T (w: N x K, contiguous), each row on its own: numpy runs the stack of
+    matrix-vector products w @ x[t] one by one, the same bits for a row alone or in a batch."""
+    return np.matmul(w, x[:, :, None])[:, :, 0]
 
 
 class Weights:
