@@ -6,8 +6,8 @@ llama.cpp behaviour it copies says where it comes from. Sections follow the data
 then the step that composes them over the KV pages.
 
 A step runs layer by layer over all its tokens at once, but every token is computed on its own:
-each matrix product is a stack of one-row products (`matmul` below: the same call for a token
-whatever else is in the step), each norm and rotation works row by row, and each token attends
+each matrix product is one matrix-vector product per token (`matmul` below: the same call for
+a token whatever else is in the step), each norm and rotation works row by row, and each token attends
 over its own sequence's pages. So a token's result never depends on the other tokens of its step:
 the reference backend keeps the batch invariance every backend promises (base.py). (A plain
 `x @ W.T` would not: BLAS computes a one-row product and a many-row one in different orders.)
@@ -82,9 +82,12 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, cap: float
 
 
 def matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """x (T, K) @ w.T (w: N x K, contiguous), each row on its own: numpy runs the stack of
-    matrix-vector products w @ x[t] one by one, the same bits for a row alone or in a batch."""
-    return np.matmul(w, x[:, :, None])[:, :, 0]
+    """x (T, K) @ w.T (w: N x K, contiguous), each row on its own: one BLAS matrix-vector
+    product w @ x[t] per row, the same call (so the same bits) for a row alone or in a batch."""
+    out = np.empty((x.shape[0], w.shape[0]))
+    for t in range(x.shape[0]):
+        np.dot(w, x[t], out=out[t])
+    return out
 
 
 class Weights:
