@@ -14,7 +14,7 @@ from libc.stdint cimport uint8_t
 from libc.stdlib cimport calloc, free
 from posix.mman cimport MADV_HUGEPAGE, madvise
 
-from llamay._core.kernel_sets cimport compiled_kernel_sets, kernel_set_of
+from llamay._core.kernel_sets cimport compiled_kernel_sets, kernel_set_names, kernel_set_of
 from llamay._core.quants cimport llamay_ggml_type, llamay_quant_type
 
 from llamay.errors import UnsupportedModel
@@ -48,7 +48,7 @@ def kernel_sets() -> list:
 
 def best_kernel_set() -> str:
     """The kernel set the engine uses."""
-    return compiled_kernel_sets()[-1]
+    return kernel_set_names()[kernel_set_of("best")]
 
 
 def has_simd(str kernels, int w_type) -> bool:
