@@ -50,17 +50,13 @@ FEATURES = {
 }
 
 
-# The C sources of each layer of kernels; an extension lists the layers it calls.
+# The C sources of each layer of kernels; an extension lists the layers it calls. Every layer
+# has one file per kernel set, chosen at run time (csrc/kernel_set.h); the ggml types they
+# handle are listed once, in csrc/ggml_types.h.
 QUANTS = ["quants.c", "dequantize.c", "quantize.c"]
 MATMUL = ["matmul.c", "matmul_ref.c", "matmul_avx2.c", "matmul_avx512.c"]
-FORWARD = [
-    "forward.c",
-    "rope.c",
-    "weights.c",
-    "kernels_ref.c",
-    "kernels_avx2.c",
-    "kernels_avx512.c",
-]
+KERNELS = ["kernels_ref.c", "kernels_avx2.c", "kernels_avx512.c", "rope.c"]
+FORWARD = ["forward.c", "weights.c"]
 
 
 def portable() -> bool:
@@ -125,7 +121,8 @@ def extensions() -> list[Extension]:
         kernel("tokenize", []),
         kernel("grammar", ["grammar.c"]),
         kernel("matmul", MATMUL + QUANTS),
-        kernel("engine", FORWARD + MATMUL + QUANTS),
+        kernel("kernels", KERNELS),
+        kernel("engine", FORWARD + KERNELS + MATMUL + QUANTS),
     ]
 
 

@@ -38,6 +38,7 @@ cdef extern from "kernels.h" nogil:
         float *out
     ctypedef struct llamay_kernels:
         const char *name
+        int set
         void (*rms_norm)(const float *x, const float *w, int n, float eps,
                          float *out) noexcept nogil
         void (*gated)(int activation, const float *gate, const float *up, int n,
@@ -122,3 +123,26 @@ cdef extern from "forward.h" nogil:
     size_t llamay_scratch_bytes(const llamay_model *m, int max_tokens)
     void llamay_forward(const llamay_model *m, const llamay_pages *kv, llamay_scratch *s,
                         const llamay_batch *b, int n_threads)
+
+
+cdef inline const llamay_kernels *kernels_table(int kernel_set) noexcept nogil:
+    """The kernels.h table of kernel set `kernel_set`, or NULL where it is not compiled in."""
+    if kernel_set == LLAMAY_KERNELS_AVX512:
+        return llamay_kernels_avx512()
+    if kernel_set == LLAMAY_KERNELS_AVX2:
+        return llamay_kernels_avx2()
+    return llamay_kernels_ref()
+
+
+cdef inline void rope_params(llamay_rope_params *p, object rope, const float *factors):
+    """p from a llamay.models.spec.Rope (factors: its freq_factors as float32, or NULL)."""
+    p.n_rot = rope.n_rot
+    p.neox = rope.neox
+    p.freq_base = rope.freq_base
+    p.freq_scale = rope.freq_scale
+    p.ext_factor = rope.ext_factor
+    p.attn_factor = rope.attn_factor
+    p.beta_fast = rope.beta_fast
+    p.beta_slow = rope.beta_slow
+    p.n_ctx_orig = rope.n_ctx_orig
+    p.freq_factors = factors

@@ -14,8 +14,10 @@ from libc.stdint cimport uint8_t
 from libc.stdlib cimport calloc, free
 from posix.mman cimport MADV_HUGEPAGE, madvise
 
+from llamay._core.kernel_sets cimport compiled_kernel_sets, kernel_set_names, kernel_set_of
+from llamay._core.quants cimport llamay_ggml_type, llamay_quant_type
+
 from llamay.errors import UnsupportedModel
-from llamay.gguf.types import BY_ID
 
 cdef extern from "stdlib.h" nogil:
     void *aligned_alloc(size_t alignment, size_t size)
@@ -32,11 +34,6 @@ cdef extern from "matmul.h" nogil:
         const float *x
         uint8_t *act
         float *out
-    int LLAMAY_KERNELS_REFERENCE
-    int LLAMAY_KERNELS_AVX2
-    int LLAMAY_KERNELS_AVX512
-    int llamay_best_kernel_set()
-    int llamay_kernel_set_available(int kernel_set)
     int llamay_kernel_set_has_simd(int kernel_set, int type)
     int llamay_weight_init(llamay_weight *w, const void *data, int type, int n_rows, int n_cols,
                            int kernel_set)
@@ -44,45 +41,29 @@ cdef extern from "matmul.h" nogil:
     void llamay_matmul_parallel(const llamay_matmul_job *jobs, int n_jobs, int n_tokens,
                                 int repeats, int n_threads)
 
-KERNEL_SETS = {
-    "reference": LLAMAY_KERNELS_REFERENCE,
-    "avx2": LLAMAY_KERNELS_AVX2,
-    "avx512": LLAMAY_KERNELS_AVX512,
-}
-
-
 def kernel_sets() -> list:
     """The kernel sets compiled into this build, slowest first ('reference' is always there)."""
-    return [name for name, s in KERNEL_SETS.items() if llamay_kernel_set_available(s)]
+    return compiled_kernel_sets()
 
 
 def best_kernel_set() -> str:
     """The kernel set the engine uses."""
-    best = llamay_best_kernel_set()
-    return next(name for name, s in KERNEL_SETS.items() if s == best)
+    return kernel_set_names()[kernel_set_of("best")]
 
 
 def has_simd(str kernels, int w_type) -> bool:
     """Whether `kernels` has its own kernel for w_type (else it runs the reference: same bits)."""
-    return bool(llamay_kernel_set_has_simd(_kernel_set(kernels), w_type))
-
-
-def _kernel_set(str kernels) -> int:
-    if kernels == "best":
-        return llamay_best_kernel_set()
-    if kernels not in KERNEL_SETS:
-        raise ValueError(f"unknown kernel set {kernels!r}; known: best, {', '.join(KERNEL_SETS)}")
-    return KERNEL_SETS[kernels]
+    return bool(llamay_kernel_set_has_simd(kernel_set_of(kernels), w_type))
 
 
 cdef int _weight(llamay_weight *w, const uint8_t[::1] w_bytes, int w_type, int n_rows,
                  int n_cols, str kernels) except -1:
     """Fills w for the matrix in w_bytes, or raises."""
+    cdef int kernel_set = kernel_set_of(kernels)  # raises for a set not compiled in
+    cdef const llamay_quant_type *t = llamay_ggml_type(w_type)
     status = llamay_weight_init(w, &w_bytes[0] if w_bytes.shape[0] else NULL, w_type, n_rows,
-                                n_cols, _kernel_set(kernels))
-    name = BY_ID[w_type].name if w_type in BY_ID else f"type {w_type}"
-    if status == -2:
-        raise ValueError(f"kernel set {kernels!r} is not compiled in; available: {kernel_sets()}")
+                                n_cols, kernel_set)
+    name = t.name.decode("ascii") if t != NULL else f"type {w_type}"
     if status != 0:
         raise UnsupportedModel(
             f"no matmul for {name} weights of {n_cols} columns (a type llamay multiplies, "

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from llamay._core.engine import token_logprobs
+from llamay._core.kernels import token_logprobs
 from llamay.engine.model import Model
 
 # Logits are scored a slice of positions at a time so that their memory stays bounded.

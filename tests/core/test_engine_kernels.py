@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from llamay._core import engine as E
+from llamay._core import kernels as E
 from llamay._core.pages import PageMemory
 from llamay.backends.reference import rope as reference_rope
 from llamay.models.spec import Rope

@@ -282,6 +282,11 @@ def test_gguf_quantized_weights_match_float64():
         assert_accurate(name, run(name, w, x, n_rows=16), dequantize(name, w, 16, 512), x)
 
 
+def test_best_kernel_set_is_the_fastest_compiled_in():
+    assert mm.best_kernel_set() == mm.kernel_sets()[-1]
+    assert mm.kernel_sets()[0] == "reference"
+
+
 def test_rejects_what_it_cannot_multiply():
     x = np.zeros((1, 32), dtype=np.float32)
     with pytest.raises(UnsupportedModel, match="I32"):

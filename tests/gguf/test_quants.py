@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gguf import GGMLQuantizationType
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from gguf import quants as gguf_quants
 
 from llamay._core import quants as kernels
@@ -17,8 +17,9 @@ from llamay.gguf.types import BY_NAME, REFUSED
 NOT_RUN = REFUSED | {"Q8_1"}
 DEQUANTIZED = sorted(name for name in BY_NAME if name not in NOT_RUN)
 QUANTIZED_BY_GGUF_PY = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]
-SIMD_DEQUANTIZED = ["F16", "Q8_0", "Q5_0", "Q4_K", "Q6_K"]
 SIMD_QUANTIZED = ["F16", "Q8_0", "Q8_K"]
+KERNEL_SETS = kernels.kernel_sets()
+SIMD_SETS = [k for k in KERNEL_SETS if k != "reference"]
 
 # Byte offsets of the fp16 scales in each block format: random bytes there would make most
 # values inf or NaN, so the "sane" random blocks get finite scales written over them.
@@ -150,10 +151,10 @@ def test_dequantize_equals_ggml(name: str) -> None:
     n = blocks.size // t.block_bytes * t.block_elems
     expected = expected_dequantize(blocks, name)
     assert np.isfinite(expected).all()
-    for reference in (False, True):
-        got = kernels.dequantize(t.id, blocks, n, reference)
+    for k in KERNEL_SETS:
+        got = kernels.dequantize(t.id, blocks, n, k)
         assert got.dtype == np.float32 and got.shape == (n,)
-        assert np.array_equal(got, expected)
+        assert np.array_equal(got, expected), k
 
 
 @pytest.mark.parametrize("name", DEQUANTIZED)
@@ -164,10 +165,8 @@ def test_dequantize_raw_bytes_equals_ggml(name: str) -> None:
     n = 64 * t.block_elems
     with np.errstate(invalid="ignore", over="ignore"):  # inf * 0, and the like
         expected = expected_dequantize(blocks, name)
-    for reference in (False, True):
-        assert np.array_equal(
-            kernels.dequantize(t.id, blocks, n, reference), expected, equal_nan=True
-        )
+    for k in KERNEL_SETS:
+        assert np.array_equal(kernels.dequantize(t.id, blocks, n, k), expected, equal_nan=True), k
 
 
 def test_large_tensors_split_over_threads_without_changing_results() -> None:
@@ -204,15 +203,15 @@ def test_quantize_equals_ggml_reference(name: str) -> None:
     t = BY_NAME[name]
     x = activation_like(np.random.default_rng(7), 64, 32)
     expected = gguf_quants.quantize(x.reshape(-1, 256), gguf_type(name)).view(np.uint8).reshape(-1)
-    for reference in (False, True):
-        assert np.array_equal(kernels.quantize(t.id, x, reference), expected)
+    for k in KERNEL_SETS:
+        assert np.array_equal(kernels.quantize(t.id, x, k), expected), k
 
 
 def test_quantize_q8_K_equals_ggml_reference() -> None:
     x = activation_like(np.random.default_rng(8), 48, 256)
     expected = q8_K_reference(x)
-    for reference in (False, True):
-        assert np.array_equal(kernels.quantize(BY_NAME["Q8_K"].id, x, reference), expected)
+    for k in KERNEL_SETS:
+        assert np.array_equal(kernels.quantize(BY_NAME["Q8_K"].id, x, k), expected), k
 
 
 def test_quantize_f32_is_the_values() -> None:
@@ -261,10 +260,11 @@ def as_bits(values: np.ndarray) -> np.ndarray:
     return values.view(np.uint32)
 
 
-def test_simd_f16_dequantize_is_the_reference_for_every_half() -> None:
+@pytest.mark.parametrize("kernel_set", SIMD_SETS)
+def test_simd_f16_dequantize_is_the_reference_for_every_half(kernel_set: str) -> None:
     every_half = np.arange(65536, dtype=np.uint16).view(np.uint8)
-    fast = kernels.dequantize(BY_NAME["F16"].id, every_half, 65536)
-    slow = kernels.dequantize(BY_NAME["F16"].id, every_half, 65536, reference=True)
+    fast = kernels.dequantize(BY_NAME["F16"].id, every_half, 65536, kernel_set)
+    slow = kernels.dequantize(BY_NAME["F16"].id, every_half, 65536, "reference")
     assert np.array_equal(as_bits(fast), as_bits(slow))
     # and both are the IEEE value (NaNs aside, where F16C quiets a signalling one)
     halves = every_half.view(np.float16)
@@ -272,8 +272,11 @@ def test_simd_f16_dequantize_is_the_reference_for_every_half() -> None:
     assert np.array_equal(fast[finite], halves[finite].astype(np.float32))
 
 
-@pytest.mark.parametrize("name", SIMD_DEQUANTIZED)
-def test_simd_dequantize_is_the_reference_bit_for_bit(name: str) -> None:
+@pytest.mark.parametrize("kernel_set", SIMD_SETS)
+@pytest.mark.parametrize("name", DEQUANTIZED)
+def test_simd_dequantize_is_the_reference_bit_for_bit(name: str, kernel_set: str) -> None:
+    # every type in every set: the SIMD rows (the deq column of csrc/ggml_types.h) and the
+    # scalar references the table gives a set where it has none
     t = BY_NAME[name]
     rng = np.random.default_rng(21)
     blocks = np.concatenate(
@@ -283,8 +286,8 @@ def test_simd_dequantize_is_the_reference_bit_for_bit(name: str) -> None:
         ]
     )
     n = 512 * t.block_elems
-    fast = kernels.dequantize(t.id, blocks, n)
-    slow = kernels.dequantize(t.id, blocks, n, reference=True)
+    fast = kernels.dequantize(t.id, blocks, n, kernel_set)
+    slow = kernels.dequantize(t.id, blocks, n, "reference")
     assert np.array_equal(as_bits(fast), as_bits(slow))
 
 
@@ -303,11 +306,13 @@ def awkward_floats(rng: np.random.Generator, n_blocks: int, block: int) -> np.nd
     return x.reshape(-1)
 
 
+@pytest.mark.parametrize("kernel_set", SIMD_SETS)
 @pytest.mark.parametrize("name", SIMD_QUANTIZED)
-def test_simd_quantize_is_the_reference_bit_for_bit(name: str) -> None:
+def test_simd_quantize_is_the_reference_bit_for_bit(name: str, kernel_set: str) -> None:
     t = BY_NAME[name]
     x = awkward_floats(np.random.default_rng(31), 64, 256)
-    assert np.array_equal(kernels.quantize(t.id, x), kernels.quantize(t.id, x, reference=True))
+    fast = kernels.quantize(t.id, x, kernel_set)
+    assert np.array_equal(fast, kernels.quantize(t.id, x, "reference"))
 
 
 def test_f16_quantize_rounds_to_nearest_even_like_ieee() -> None:
@@ -318,8 +323,8 @@ def test_f16_quantize_rounds_to_nearest_even_like_ieee() -> None:
     x = np.concatenate([bits, bits | 0x80000000]).view(np.float32)
     with np.errstate(over="ignore"):
         expected = x.astype(np.float16)
-    for reference in (False, True):
-        got = kernels.quantize(BY_NAME["F16"].id, x, reference)
+    for k in KERNEL_SETS:
+        got = kernels.quantize(BY_NAME["F16"].id, x, k)
         assert np.array_equal(got.view(np.uint16), expected.view(np.uint16))
 
 
@@ -350,6 +355,27 @@ def test_kernel_table_agrees_with_the_type_table() -> None:
             ValueError, match=f"take {t.block_bytes} bytes, got {t.block_bytes + 1}"
         ):
             kernels.dequantize(t.id, np.zeros(t.block_bytes + 1, np.uint8), t.block_elems)
+
+
+def test_type_table_agrees_with_gguf_py() -> None:
+    """The one table (csrc/ggml_types.h) against gguf-py's: ids, block sizes and bytes."""
+    assert set(BY_NAME) <= {t.name for t in GGMLQuantizationType}
+    for name, t in BY_NAME.items():
+        assert gguf_type(name).value == t.id, name
+        if name != "Q8_1":  # gguf-py keeps Q8_1's old fp32 scales (40 bytes); ggml's has 36
+            assert GGML_QUANT_SIZES[gguf_type(name)] == (t.block_elems, t.block_bytes), name
+    assert {"IQ1_S", "IQ1_M"} == REFUSED
+
+
+def test_unknown_kernel_sets_are_rejected() -> None:
+    q8_0 = BY_NAME["Q8_0"]
+    with pytest.raises(ValueError, match="unknown kernel set 'neon'"):
+        kernels.dequantize(q8_0.id, np.zeros(34, np.uint8), 32, "neon")
+    with pytest.raises(ValueError, match="unknown kernel set 'neon'"):
+        kernels.quantize(q8_0.id, np.zeros(32, np.float32), "neon")
+    for k in {"reference", "avx2", "avx512"} - set(KERNEL_SETS):
+        with pytest.raises(ValueError, match=f"kernel set '{k}' is not compiled in"):
+            kernels.dequantize(q8_0.id, np.zeros(34, np.uint8), 32, k)
 
 
 def test_wrong_lengths_and_types_are_rejected() -> None:

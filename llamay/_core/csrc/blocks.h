@@ -24,6 +24,17 @@ typedef uint16_t ggml_half; /* IEEE binary16, as raw bits */
 #define QK_K 256
 #define K_SCALE_SIZE 12
 
+/* ---- plain numbers, as blocks of one element (so that every type has a block_<name>) ---- */
+
+typedef float block_f32;
+typedef ggml_half block_f16;
+typedef uint16_t block_bf16; /* the high half of an fp32 */
+typedef int8_t block_i8;
+typedef int16_t block_i16;
+typedef int32_t block_i32;
+typedef int64_t block_i64;
+typedef double block_f64;
+
 /* ---- 32-element formats: one scale (and maybe a min) per block ---- */
 
 typedef struct {

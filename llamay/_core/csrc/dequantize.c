@@ -2,15 +2,16 @@
 
    Each `_ref` function is the scalar reference, written after ggml-quants.c and doing the same
    fp32 operations in the same order (the build has no fast-math and no FMA contraction), so its
-   results are ggml's bit for bit. The hot formats also have an AVX2 version that computes each
-   element with the very same operations, only eight at a time. */
+   results are ggml's bit for bit. The hot formats also have an AVX2 version (`_avx2`, which
+   quants.c's table gives the AVX2 and AVX-512 kernel sets) that computes each element with
+   the very same operations, only eight at a time. */
 #include <string.h>
 
 #include "fp16.h"
 #include "iq_tables.h"
 #include "quants.h"
 
-#if defined(LLAMAY_AVX2)
+#if LLAMAY_HAVE_AVX2
 #include <immintrin.h>
 #endif
 
@@ -18,7 +19,7 @@ static const uint8_t kmask_iq2xs[8] = {1, 2, 4, 8, 16, 32, 64, 128};
 
 /* ======================================================================== SIMD helpers */
 
-#if defined(LLAMAY_AVX2)
+#if LLAMAY_HAVE_AVX2
 /* The low eight bytes of q, as int8 or uint8, converted to fp32. */
 static inline __m256 i8x8_to_ps(__m128i q) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
@@ -82,8 +83,8 @@ void llamay_dequantize_row_f16_ref(const void *restrict vx, float *restrict y, i
     }
 }
 
-#if defined(LLAMAY_AVX2)
-void llamay_dequantize_row_f16(const void *restrict vx, float *restrict y, int64_t n) {
+#if LLAMAY_HAVE_AVX2
+void llamay_dequantize_row_f16_avx2(const void *restrict vx, float *restrict y, int64_t n) {
     const ggml_half *x = vx;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -92,10 +93,6 @@ void llamay_dequantize_row_f16(const void *restrict vx, float *restrict y, int64
     for (; i < n; i++) {
         y[i] = llamay_fp16_to_fp32(x[i]);
     }
-}
-#else
-void llamay_dequantize_row_f16(const void *restrict vx, float *restrict y, int64_t n) {
-    llamay_dequantize_row_f16_ref(vx, y, n);
 }
 #endif
 
@@ -168,8 +165,8 @@ void llamay_dequantize_row_q5_0_ref(const void *restrict vx, float *restrict y, 
     }
 }
 
-#if defined(LLAMAY_AVX2)
-void llamay_dequantize_row_q5_0(const void *restrict vx, float *restrict y, int64_t n) {
+#if LLAMAY_HAVE_AVX2
+void llamay_dequantize_row_q5_0_avx2(const void *restrict vx, float *restrict y, int64_t n) {
     const block_q5_0 *x = vx;
     for (int64_t i = 0; i < n / QK5_0; i++) {
         const __m256 d = _mm256_set1_ps(llamay_fp16_to_fp32(x[i].d));
@@ -178,10 +175,6 @@ void llamay_dequantize_row_q5_0(const void *restrict vx, float *restrict y, int6
                                           _mm256_set1_epi8(16));
         store_scaled_i8x32(y + i * QK5_0, q, d, d);
     }
-}
-#else
-void llamay_dequantize_row_q5_0(const void *restrict vx, float *restrict y, int64_t n) {
-    llamay_dequantize_row_q5_0_ref(vx, y, n);
 }
 #endif
 
@@ -213,17 +206,13 @@ void llamay_dequantize_row_q8_0_ref(const void *restrict vx, float *restrict y, 
     }
 }
 
-#if defined(LLAMAY_AVX2)
-void llamay_dequantize_row_q8_0(const void *restrict vx, float *restrict y, int64_t n) {
+#if LLAMAY_HAVE_AVX2
+void llamay_dequantize_row_q8_0_avx2(const void *restrict vx, float *restrict y, int64_t n) {
     const block_q8_0 *x = vx;
     for (int64_t i = 0; i < n / QK8_0; i++) {
         const __m256 d = _mm256_set1_ps(llamay_fp16_to_fp32(x[i].d));
         store_scaled_i8x32(y + i * QK8_0, _mm256_loadu_si256((const __m256i *)x[i].qs), d, d);
     }
-}
-#else
-void llamay_dequantize_row_q8_0(const void *restrict vx, float *restrict y, int64_t n) {
-    llamay_dequantize_row_q8_0_ref(vx, y, n);
 }
 #endif
 
@@ -377,8 +366,8 @@ void llamay_dequantize_row_q4_K_ref(const void *restrict vx, float *restrict y, 
     }
 }
 
-#if defined(LLAMAY_AVX2)
-void llamay_dequantize_row_q4_K(const void *restrict vx, float *restrict y, int64_t n) {
+#if LLAMAY_HAVE_AVX2
+void llamay_dequantize_row_q4_K_avx2(const void *restrict vx, float *restrict y, int64_t n) {
     const block_q4_K *x = vx;
     const __m256i low_nibble = _mm256_set1_epi8(0x0F);
     for (int64_t i = 0; i < n / QK_K; i++) {
@@ -395,10 +384,6 @@ void llamay_dequantize_row_q4_K(const void *restrict vx, float *restrict y, int6
                                d * sc, min * m);
         }
     }
-}
-#else
-void llamay_dequantize_row_q4_K(const void *restrict vx, float *restrict y, int64_t n) {
-    llamay_dequantize_row_q4_K_ref(vx, y, n);
 }
 #endif
 
@@ -445,8 +430,8 @@ void llamay_dequantize_row_q6_K_ref(const void *restrict vx, float *restrict y, 
     }
 }
 
-#if defined(LLAMAY_AVX2)
-void llamay_dequantize_row_q6_K(const void *restrict vx, float *restrict y, int64_t n) {
+#if LLAMAY_HAVE_AVX2
+void llamay_dequantize_row_q6_K_avx2(const void *restrict vx, float *restrict y, int64_t n) {
     const block_q6_K *x = vx;
     const __m256i low_nibble = _mm256_set1_epi8(0x0F);
     const __m256i bits_4_5 = _mm256_set1_epi8(0x30);
@@ -480,10 +465,6 @@ void llamay_dequantize_row_q6_K(const void *restrict vx, float *restrict y, int6
             }
         }
     }
-}
-#else
-void llamay_dequantize_row_q6_K(const void *restrict vx, float *restrict y, int64_t n) {
-    llamay_dequantize_row_q6_K_ref(vx, y, n);
 }
 #endif
 

@@ -182,7 +182,8 @@ static void embed(const step *st, int t) {
     const llamay_quant_type *type = llamay_quant_type_of(m->tok_embd_type);
     const size_t row_bytes = (size_t)(m->n_embd / type->block_elems) * type->block_bytes;
     float *x = st->s->f[X] + (size_t)t * m->n_embd;
-    type->to_float(m->tok_embd + (size_t)st->b->tokens[t] * row_bytes, x, m->n_embd);
+    type->to_float[m->kernels->set](m->tok_embd + (size_t)st->b->tokens[t] * row_bytes, x,
+                                    m->n_embd);
     if (m->embd_scale != 1.0f) {
         for (int i = 0; i < m->n_embd; i++) x[i] *= m->embd_scale;
     }

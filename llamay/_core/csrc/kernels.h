@@ -37,6 +37,7 @@ enum llamay_activation { LLAMAY_SILU = 0, LLAMAY_GELU_TANH = 1 };
 
 typedef struct {
     const char *name;
+    int set; /* enum llamay_kernel_set: the set whose row functions (quants.h) go with these */
     /* out = x / sqrt(mean(x^2) + eps) * w (w may be NULL); out may be x */
     void (*rms_norm)(const float *x, const float *w, int n, float eps, float *out);
     /* out = act(gate) * up, elementwise; out may alias gate or up */

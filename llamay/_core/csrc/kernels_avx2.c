@@ -1,9 +1,11 @@
 /* The AVX2 build of kernels_body.h (with FMA and F16C); the same bits as the reference. */
+#include "kernel_set.h"
 #include "kernels.h"
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#if LLAMAY_HAVE_AVX2
 #define LLAMAY_VEC LLAMAY_VEC_AVX2
 #define KERNELS_NAME "avx2"
+#define KERNELS_SET LLAMAY_KERNELS_AVX2
 #define KERNELS_TABLE llamay_kernels_avx2
 #include "vec16.h"
 #include "kernels_body.h"

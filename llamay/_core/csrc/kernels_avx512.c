@@ -1,9 +1,11 @@
 /* The AVX-512 build of kernels_body.h; the same bits as the reference. */
+#include "kernel_set.h"
 #include "kernels.h"
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#if LLAMAY_HAVE_AVX512
 #define LLAMAY_VEC LLAMAY_VEC_AVX512
 #define KERNELS_NAME "avx512"
+#define KERNELS_SET LLAMAY_KERNELS_AVX512
 #define KERNELS_TABLE llamay_kernels_avx512
 #include "vec16.h"
 #include "kernels_body.h"

@@ -1,8 +1,10 @@
 /* The kernels of kernels.h, written once against vec16.h. Included by kernels_ref.c,
    kernels_avx2.c and kernels_avx512.c after vec16.h, with KERNELS_TABLE naming the function
-   that returns the build's table. Everything here is `static`: each build has its own copy. */
+   that returns the build's table and KERNELS_SET its kernel set. Everything here is `static`:
+   each build has its own copy. */
 #include <stddef.h>
 
+#include "kernel_set.h"
 #include "kernels.h"
 #include "pages.h"
 
@@ -223,6 +225,7 @@ static void logsumexp(const float *x, int n, float *max, float *sum) {
 
 static const llamay_kernels TABLE = {
     .name = KERNELS_NAME,
+    .set = KERNELS_SET,
     .rms_norm = rms_norm,
     .gated = gated,
     .softcap = softcap,

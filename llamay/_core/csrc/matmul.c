@@ -1,6 +1,7 @@
-/* Matmul entry points: which kernel and activation format a weight type takes, activation
-   quantization, and the OpenMP convenience wrapper. The kernels live in matmul_ref.c (the
-   definition of every result), matmul_avx2.c and matmul_avx512.c. */
+/* Matmul entry points: which kernel and activation format a weight type takes (from its row
+   of ggml_types.h), activation quantization, and the OpenMP convenience wrapper. The kernels
+   live in matmul_ref.c (the definition of every result), matmul_avx2.c and matmul_avx512.c
+   (whose tiling drivers are matmul_driver.h). */
 #include <string.h>
 
 #include <omp.h>
@@ -11,28 +12,11 @@
 #include "matmul_kernels.h"
 #include "quants.h"
 
-static int act_kind_of(int type) {
-    switch (type) {
-    case LLAMAY_TYPE_Q4_0:
-    case LLAMAY_TYPE_Q4_1:
-    case LLAMAY_TYPE_Q5_0:
-    case LLAMAY_TYPE_Q5_1:
-    case LLAMAY_TYPE_Q8_0:
-    case LLAMAY_TYPE_IQ4_NL:
-    case LLAMAY_TYPE_MXFP4: return LLAMAY_ACT_Q8_0;
-    case LLAMAY_TYPE_Q2_K:
-    case LLAMAY_TYPE_Q3_K:
-    case LLAMAY_TYPE_Q4_K:
-    case LLAMAY_TYPE_Q5_K:
-    case LLAMAY_TYPE_Q6_K:
-    case LLAMAY_TYPE_IQ2_XXS:
-    case LLAMAY_TYPE_IQ2_XS:
-    case LLAMAY_TYPE_IQ2_S:
-    case LLAMAY_TYPE_IQ3_XXS:
-    case LLAMAY_TYPE_IQ3_S:
-    case LLAMAY_TYPE_IQ4_XS:
-    case LLAMAY_TYPE_TQ1_0:
-    case LLAMAY_TYPE_TQ2_0: return LLAMAY_ACT_Q8_K;
+/* The activations a weight type takes, by its matmul family (ggml_types.h). */
+static int act_kind_of(const llamay_quant_type *q) {
+    switch (q->matmul) {
+    case LLAMAY_MATMUL_Q32: return LLAMAY_ACT_Q8_0;
+    case LLAMAY_MATMUL_K: return LLAMAY_ACT_Q8_K;
     default: return LLAMAY_ACT_F32;
     }
 }
@@ -45,24 +29,9 @@ static llamay_matmul_fn simd_kernel(int set, int type) {
     }
 }
 
-int llamay_kernel_set_available(int set) {
-    switch (set) {
-    case LLAMAY_KERNELS_REFERENCE: return 1;
-    case LLAMAY_KERNELS_AVX2: return llamay_avx2_kernel(LLAMAY_TYPE_F32) != NULL;
-    case LLAMAY_KERNELS_AVX512: return llamay_avx512_kernel(LLAMAY_TYPE_F32) != NULL;
-    default: return 0;
-    }
-}
+int llamay_kernel_set_available(int set) { return llamay_kernel_set_compiled(set); }
 
-int llamay_best_kernel_set(void) {
-    int best = LLAMAY_KERNELS_REFERENCE;
-    for (int set = 0; set < LLAMAY_KERNEL_SETS; set++) {
-        if (llamay_kernel_set_available(set)) {
-            best = set;
-        }
-    }
-    return best;
-}
+int llamay_best_kernel_set(void) { return llamay_kernel_set_best(); }
 
 int llamay_kernel_set_has_simd(int set, int type) { return simd_kernel(set, type) != NULL; }
 
@@ -78,7 +47,7 @@ int llamay_weight_init(llamay_weight *w, const void *data, int type, int n_rows,
         return -2;
     }
     const llamay_matmul_fn simd = simd_kernel(set, type);
-    const int packed = simd != NULL && llamay_is_packed_type(type);
+    const int packed = simd != NULL && q->matmul == LLAMAY_MATMUL_Q32;
     const int n_blocks = n_cols / q->block_elems;
     w->data = data;
     w->type = type;
@@ -89,9 +58,10 @@ int llamay_weight_init(llamay_weight *w, const void *data, int type, int n_rows,
                                        (size_t)llamay_packed_group_bytes(type, n_blocks % 8)
                                  : 0;
     w->packed = NULL;
-    w->act_kind = packed ? LLAMAY_ACT_Q8_0_X8 : act_kind_of(type);
+    w->act_kind = packed ? LLAMAY_ACT_Q8_0_X8 : act_kind_of(q);
     w->act_row_bytes = llamay_act_row_bytes(w->act_kind, n_cols);
     w->kernel = simd != NULL ? simd : reference;
+    w->kernel_set = set;
     return 0;
 }
 
@@ -159,9 +129,11 @@ void llamay_weight_pack(const llamay_weight *w, uint8_t *packed, int row_begin, 
 
 /* ---- activations ---- */
 
-/* Quantize with ggml's quantizer a few blocks at a time, then lay the row out as the kernels
-   read it (matmul_kernels.h). */
-static void quantize_row_q8_0_layout(const float *x, int n_cols, int kind, uint8_t *row) {
+/* Quantize with ggml's quantizer (kernel set `set`'s version of it) a few blocks at a time,
+   then lay the row out as the kernels read it (matmul_kernels.h). */
+static void quantize_row_q8_0_layout(const float *x, int n_cols, int kind, int set,
+                                     uint8_t *row) {
+    const llamay_from_float_fn quantize = llamay_quant_type_of(LLAMAY_TYPE_Q8_0)->from_float[set];
     enum { CHUNK = 16 };
     block_q8_0 blocks[CHUNK];
     const llamay_act_q a = llamay_act_q_row(row, kind, n_cols);
@@ -171,7 +143,7 @@ static void quantize_row_q8_0_layout(const float *x, int n_cols, int kind, uint8
     const int n_blocks = n_cols / 32;
     for (int b0 = 0; b0 < n_blocks; b0 += CHUNK) {
         const int n = n_blocks - b0 < CHUNK ? n_blocks - b0 : CHUNK;
-        llamay_quantize_row_q8_0(x + 32 * b0, blocks, 32 * n);
+        quantize(x + 32 * b0, blocks, 32 * n);
         for (int i = 0; i < n; i++) {
             const int b = b0 + i;
             if (kind == LLAMAY_ACT_Q8_0_X8) {
@@ -201,7 +173,8 @@ static void quantize_row_q8_0_layout(const float *x, int n_cols, int kind, uint8
     }
 }
 
-static void quantize_row_q8_K_layout(const float *x, int n_cols, uint8_t *row) {
+static void quantize_row_q8_K_layout(const float *x, int n_cols, int set, uint8_t *row) {
+    const llamay_from_float_fn quantize = llamay_quant_type_of(LLAMAY_TYPE_Q8_K)->from_float[set];
     enum { CHUNK = 4 };
     block_q8_K blocks[CHUNK];
     const llamay_act_q a = llamay_act_q_row(row, LLAMAY_ACT_Q8_K, n_cols);
@@ -211,7 +184,7 @@ static void quantize_row_q8_K_layout(const float *x, int n_cols, uint8_t *row) {
     const int n_blocks = n_cols / 256;
     for (int b0 = 0; b0 < n_blocks; b0 += CHUNK) {
         const int n = n_blocks - b0 < CHUNK ? n_blocks - b0 : CHUNK;
-        llamay_quantize_row_q8_K(x + 256 * b0, blocks, 256 * n);
+        quantize(x + 256 * b0, blocks, 256 * n);
         for (int i = 0; i < n; i++) {
             const int b = b0 + i;
             memcpy(qs + 256 * b, blocks[i].qs, 256);
@@ -228,8 +201,10 @@ void llamay_quantize_activations(const llamay_weight *w, const float *x, int tok
         uint8_t *row = act + (size_t)t * w->act_row_bytes;
         switch (w->act_kind) {
         case LLAMAY_ACT_Q8_0:
-        case LLAMAY_ACT_Q8_0_X8: quantize_row_q8_0_layout(xt, w->n_cols, w->act_kind, row); break;
-        case LLAMAY_ACT_Q8_K: quantize_row_q8_K_layout(xt, w->n_cols, row); break;
+        case LLAMAY_ACT_Q8_0_X8:
+            quantize_row_q8_0_layout(xt, w->n_cols, w->act_kind, w->kernel_set, row);
+            break;
+        case LLAMAY_ACT_Q8_K: quantize_row_q8_K_layout(xt, w->n_cols, w->kernel_set, row); break;
         default: memcpy(row, xt, (size_t)w->n_cols * sizeof(float)); break;
         }
     }

@@ -28,13 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The kernel sets, from slowest to fastest; each set computes the same bits. */
-enum llamay_kernel_set {
-    LLAMAY_KERNELS_REFERENCE = 0, /* plain C: the definition of every result */
-    LLAMAY_KERNELS_AVX2 = 1,      /* AVX2 + FMA + F16C */
-    LLAMAY_KERNELS_AVX512 = 2,    /* AVX-512 F/BW/DQ/VL + VNNI */
-    LLAMAY_KERNEL_SETS = 3,
-};
+#include "kernel_set.h" /* enum llamay_kernel_set */
 
 /* How a weight wants its activations quantized (matmul_kernels.h has the byte layouts). */
 enum llamay_act_kind {
@@ -68,11 +62,12 @@ typedef struct llamay_weight {
     int act_kind;         /* enum llamay_act_kind */
     size_t act_row_bytes; /* bytes per token of quantized activations (a multiple of 64) */
     llamay_matmul_fn kernel;
+    int kernel_set; /* whose kernels: the matmul's, and the quantizer of its activations */
 } llamay_weight;
 
 /* Highest kernel set compiled into this build (the import-time CPU check vouches for it). */
 int llamay_best_kernel_set(void);
-/* 1 if `set` is compiled into this build. */
+/* 1 if `set` is compiled into this build (kernel_set.h). */
 int llamay_kernel_set_available(int set);
 /* 1 if `set` has a SIMD kernel for `type` (0 where it uses the reference: same bits, slower). */
 int llamay_kernel_set_has_simd(int set, int type);

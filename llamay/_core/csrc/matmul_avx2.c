@@ -8,7 +8,7 @@
    formats read the packed weights, where 32-bit lane j of a chunk is block j. */
 #include "matmul_kernels.h"
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#if LLAMAY_HAVE_AVX2
 
 #include <immintrin.h>
 #include <string.h>
@@ -112,38 +112,9 @@ INLINE void float_tile(int type, const llamay_weight *w, const uint8_t *act, int
     }
 }
 
-INLINE void float_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
-                         float *out, size_t out_stride, int row_begin, int row_end) {
-    int t = 0;
-    for (; t + 2 <= n_tokens; t += 2) {
-        int r = row_begin;
-        for (; r + 2 <= row_end; r += 2) {
-            float_tile(type, w, act, t, r, out, out_stride, 2, 2);
-        }
-        for (; r < row_end; r++) {
-            float_tile(type, w, act, t, r, out, out_stride, 1, 2);
-        }
-    }
-    for (; t < n_tokens; t++) {
-        int r = row_begin;
-        for (; r + 4 <= row_end; r += 4) {
-            float_tile(type, w, act, t, r, out, out_stride, 4, 1);
-        }
-        for (; r < row_end; r++) {
-            float_tile(type, w, act, t, r, out, out_stride, 1, 1);
-        }
-    }
-}
-
-#define FLOAT_KERNEL(name, type)                                                                \
-    static void avx2_##name(const llamay_weight *w, const uint8_t *act, int n_tokens,           \
-                            float *out, size_t out_stride, int row_begin, int row_end) {        \
-        float_kernel(type, w, act, n_tokens, out, out_stride, row_begin, row_end);              \
-    }
-
-FLOAT_KERNEL(f32, LLAMAY_TYPE_F32)
-FLOAT_KERNEL(f16, LLAMAY_TYPE_F16)
-FLOAT_KERNEL(bf16, LLAMAY_TYPE_BF16)
+/* the prefill tile: two rows by two tokens, four accumulators of sixteen lanes */
+#define FLOAT_TILE_ROWS 2
+#define FLOAT_TILE_TOKENS 2
 
 /* ======================= 32-element formats x Q8_0, packed ======================= */
 
@@ -283,7 +254,9 @@ INLINE __m256 group_step(int type, const group32 *G, const llamay_act_q *a, int 
     return whole ? s : _mm256_blendv_ps(acc, s, _mm256_castsi256_ps(keep));
 }
 
-INLINE __m256i table_for(int type) {
+typedef __m256i q32_table;
+
+INLINE q32_table q32_table_for(int type) {
     return lookup_table(type == LLAMAY_TYPE_MXFP4 ? kvalues_mxfp4 : kvalues_iq4nl);
 }
 
@@ -328,9 +301,9 @@ INLINE void tile_group(int type, const uint8_t *row, const llamay_weight *w, con
 
 /* Prefill: one row's groups against a chunk of tokens (with eight chunks in registers, one
    row is what sixteen registers hold). */
-INLINE void q32_tile(int type, const llamay_weight *w, const uint8_t *act, int t0, int n_tok,
-                     int r, float (*results)[LLAMAY_ROW_BLOCK], int column, __m256 *acc,
-                     __m256i table) {
+INLINE void q32_row_tile(int type, const llamay_weight *w, const uint8_t *act, int t0, int n_tok,
+                         int r, float (*results)[LLAMAY_ROW_BLOCK], int column, __m256 *acc,
+                         __m256i table) {
     const int nb = w->n_cols / 32;
     const uint8_t *row = w->packed + (size_t)r * w->packed_row_bytes;
     for (int t = 0; t < n_tok; t++) {
@@ -348,43 +321,23 @@ INLINE void q32_tile(int type, const llamay_weight *w, const uint8_t *act, int t
     }
 }
 
-INLINE void q32_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
-                       float *out, size_t out_stride, int row_begin, int row_end) {
-    const __m256i table = table_for(type);
-    if (n_tokens == 1) {
-        const llamay_act_q a = llamay_act_q_of(w, act, 0);
-        for (int r = row_begin; r < row_end; r++) {
-            out[r] = q32_row(type, w, &a, r, table);
-        }
-        return;
-    }
-    __m256 acc[TOKEN_CHUNK];
-    float results[TOKEN_CHUNK][LLAMAY_ROW_BLOCK];
-    for (int t0 = 0; t0 < n_tokens; t0 += TOKEN_CHUNK) {
-        const int n_tok = n_tokens - t0 < TOKEN_CHUNK ? n_tokens - t0 : TOKEN_CHUNK;
-        for (int r0 = row_begin; r0 < row_end; r0 += LLAMAY_ROW_BLOCK) {
-            const int n_rows = row_end - r0 < LLAMAY_ROW_BLOCK ? row_end - r0 : LLAMAY_ROW_BLOCK;
-            for (int r = 0; r < n_rows; r++) {
-                q32_tile(type, w, act, t0, n_tok, r0 + r, results, r, acc, table);
-            }
-            llamay_store_results(out, out_stride, t0, n_tok, r0, n_rows, results);
-        }
+typedef __m256 q32_acc;
+
+/* Tiles of one row. */
+#define Q32_TILE_ROWS 1
+
+INLINE void q32_tile(int type, const llamay_weight *w, const uint8_t *act, int t0, int n_tok,
+                     int r0, float (*results)[LLAMAY_ROW_BLOCK], int column, const int rows,
+                     __m256 (*acc)[TOKEN_CHUNK], __m256i table) {
+    for (int r = 0; r < rows; r++) {
+        q32_row_tile(type, w, act, t0, n_tok, r0 + r, results, column + r, acc[r], table);
     }
 }
 
-#define Q32_KERNEL(name, type)                                                                  \
-    static void avx2_##name(const llamay_weight *w, const uint8_t *act, int n_tokens,           \
-                            float *out, size_t out_stride, int row_begin, int row_end) {        \
-        q32_kernel(type, w, act, n_tokens, out, out_stride, row_begin, row_end);                \
-    }
-
-Q32_KERNEL(q4_0, LLAMAY_TYPE_Q4_0)
-Q32_KERNEL(q4_1, LLAMAY_TYPE_Q4_1)
-Q32_KERNEL(q5_0, LLAMAY_TYPE_Q5_0)
-Q32_KERNEL(q5_1, LLAMAY_TYPE_Q5_1)
-Q32_KERNEL(q8_0, LLAMAY_TYPE_Q8_0)
-Q32_KERNEL(iq4_nl, LLAMAY_TYPE_IQ4_NL)
-Q32_KERNEL(mxfp4, LLAMAY_TYPE_MXFP4)
+/* No separate path for decode steps of a few tokens: the one-row tile above already reads each
+   row once for every token, and a streaming path like AVX-512's measured slower here (its
+   activation rows through an array instead of computed). */
+#define MATMUL_Q32_ROW_TOKENS 0
 
 /* ======================= 256-element formats x Q8_K ======================= */
 
@@ -583,6 +536,7 @@ INLINE void load_super256(int type, const uint8_t *row, int b, super256 *S) {
     }
 }
 
+/* One row against a chunk of tokens, each token's eight lanes in acc (the driver's scratch). */
 INLINE void k_row(int type, const llamay_weight *w, const uint8_t *act, int t0, int n_tok, int r,
                   float (*results)[LLAMAY_ROW_BLOCK], int column,
                   float (*acc)[LLAMAY_QUANT_LANES]) {
@@ -621,56 +575,14 @@ INLINE void k_row(int type, const llamay_weight *w, const uint8_t *act, int t0, 
     }
 }
 
-INLINE void k_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
-                     float *out, size_t out_stride, int row_begin, int row_end) {
-    float acc[TOKEN_CHUNK][LLAMAY_QUANT_LANES];
-    float results[TOKEN_CHUNK][LLAMAY_ROW_BLOCK];
-    for (int t0 = 0; t0 < n_tokens; t0 += TOKEN_CHUNK) {
-        const int n_tok = n_tokens - t0 < TOKEN_CHUNK ? n_tokens - t0 : TOKEN_CHUNK;
-        for (int r0 = row_begin; r0 < row_end; r0 += LLAMAY_ROW_BLOCK) {
-            const int n_rows = row_end - r0 < LLAMAY_ROW_BLOCK ? row_end - r0 : LLAMAY_ROW_BLOCK;
-            for (int r = 0; r < n_rows; r++) {
-                k_row(type, w, act, t0, n_tok, r0 + r, results, r, acc);
-            }
-            llamay_store_results(out, out_stride, t0, n_tok, r0, n_rows, results);
-        }
-    }
-}
+/* No eight-row decode kernel: a decode step's rows go through k_row, which already reads each
+   super-block once for all tokens. */
+#define MATMUL_K_ROWS8 0
 
-#define K_KERNEL(name, type)                                                                    \
-    static void avx2_##name(const llamay_weight *w, const uint8_t *act, int n_tokens,           \
-                            float *out, size_t out_stride, int row_begin, int row_end) {        \
-        k_kernel(type, w, act, n_tokens, out, out_stride, row_begin, row_end);                  \
-    }
-
-K_KERNEL(q2_K, LLAMAY_TYPE_Q2_K)
-K_KERNEL(q3_K, LLAMAY_TYPE_Q3_K)
-K_KERNEL(q4_K, LLAMAY_TYPE_Q4_K)
-K_KERNEL(q5_K, LLAMAY_TYPE_Q5_K)
-K_KERNEL(q6_K, LLAMAY_TYPE_Q6_K)
-K_KERNEL(iq4_xs, LLAMAY_TYPE_IQ4_XS)
-
-llamay_matmul_fn llamay_avx2_kernel(int type) {
-    switch (type) {
-    case LLAMAY_TYPE_F32: return avx2_f32;
-    case LLAMAY_TYPE_F16: return avx2_f16;
-    case LLAMAY_TYPE_BF16: return avx2_bf16;
-    case LLAMAY_TYPE_Q4_0: return avx2_q4_0;
-    case LLAMAY_TYPE_Q4_1: return avx2_q4_1;
-    case LLAMAY_TYPE_Q5_0: return avx2_q5_0;
-    case LLAMAY_TYPE_Q5_1: return avx2_q5_1;
-    case LLAMAY_TYPE_Q8_0: return avx2_q8_0;
-    case LLAMAY_TYPE_IQ4_NL: return avx2_iq4_nl;
-    case LLAMAY_TYPE_MXFP4: return avx2_mxfp4;
-    case LLAMAY_TYPE_Q2_K: return avx2_q2_K;
-    case LLAMAY_TYPE_Q3_K: return avx2_q3_K;
-    case LLAMAY_TYPE_Q4_K: return avx2_q4_K;
-    case LLAMAY_TYPE_Q5_K: return avx2_q5_K;
-    case LLAMAY_TYPE_Q6_K: return avx2_q6_K;
-    case LLAMAY_TYPE_IQ4_XS: return avx2_iq4_xs;
-    default: return NULL;
-    }
-}
+#define MATMUL_FN(name) avx2_##name
+#define MATMUL_KERNEL_OF llamay_avx2_kernel
+#define MATMUL_COLUMN(avx2, avx512) avx2
+#include "matmul_driver.h"
 
 #else
 

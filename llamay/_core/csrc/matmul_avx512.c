@@ -14,8 +14,7 @@
    with tokens or rows as lanes. */
 #include "matmul_kernels.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && \
-    defined(__AVX512VL__) && defined(__AVX512VNNI__) && defined(__F16C__) && defined(__FMA__)
+#if LLAMAY_HAVE_AVX512
 
 #include <immintrin.h>
 #include <string.h>
@@ -118,38 +117,9 @@ INLINE void float_tile(int type, const llamay_weight *w, const uint8_t *act, int
     }
 }
 
-INLINE void float_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
-                         float *out, size_t out_stride, int row_begin, int row_end) {
-    int t = 0;
-    for (; t + 4 <= n_tokens; t += 4) {
-        int r = row_begin;
-        for (; r + 4 <= row_end; r += 4) {
-            float_tile(type, w, act, t, r, out, out_stride, 4, 4);
-        }
-        for (; r < row_end; r++) {
-            float_tile(type, w, act, t, r, out, out_stride, 1, 4);
-        }
-    }
-    for (; t < n_tokens; t++) {
-        int r = row_begin;
-        for (; r + 4 <= row_end; r += 4) {
-            float_tile(type, w, act, t, r, out, out_stride, 4, 1);
-        }
-        for (; r < row_end; r++) {
-            float_tile(type, w, act, t, r, out, out_stride, 1, 1);
-        }
-    }
-}
-
-#define FLOAT_KERNEL(name, type)                                                                \
-    static void avx512_##name(const llamay_weight *w, const uint8_t *act, int n_tokens,         \
-                              float *out, size_t out_stride, int row_begin, int row_end) {      \
-        float_kernel(type, w, act, n_tokens, out, out_stride, row_begin, row_end);              \
-    }
-
-FLOAT_KERNEL(f32, LLAMAY_TYPE_F32)
-FLOAT_KERNEL(f16, LLAMAY_TYPE_F16)
-FLOAT_KERNEL(bf16, LLAMAY_TYPE_BF16)
+/* the prefill tile: four rows by four tokens, sixteen accumulators */
+#define FLOAT_TILE_ROWS 4
+#define FLOAT_TILE_TOKENS 4
 
 /* ======================= 32-element formats x Q8_0, packed ======================= */
 
@@ -310,6 +280,8 @@ INLINE float q32_row(int type, const llamay_weight *w, const llamay_act_q *a, in
 
 /* Decode of a few tokens: one row decoded once per group for every token's dot, each token's
    accumulator as q32_row keeps it (the same order, so the same bits). */
+#define MATMUL_Q32_ROW_TOKENS 1
+
 INLINE void q32_row_tokens(int type, const llamay_weight *w, const llamay_act_q *a, int n_tok,
                            int r, __m512i table, float (*results)[LLAMAY_ROW_BLOCK], int column) {
     const int nb = w->n_cols / 32;
@@ -350,6 +322,9 @@ INLINE void tile_group(int type, const llamay_weight *w, const uint8_t *act, int
     }
 }
 
+/* Prefill: tiles of four rows (then one), each group decoded once for every token. */
+#define Q32_TILE_ROWS 4
+
 INLINE void q32_tile(int type, const llamay_weight *w, const uint8_t *act, int t0, int n_tok,
                      int r0, float (*results)[LLAMAY_ROW_BLOCK], int column, const int rows,
                      __m256 (*acc)[TOKEN_CHUNK], __m512i table) {
@@ -373,66 +348,12 @@ INLINE void q32_tile(int type, const llamay_weight *w, const uint8_t *act, int t
     }
 }
 
-INLINE void q32_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
-                       float *out, size_t out_stride, int row_begin, int row_end) {
-    const __m512i table = lookup_table(type == LLAMAY_TYPE_MXFP4 ? kvalues_mxfp4 : kvalues_iq4nl);
-    if (n_tokens == 1) {
-        const llamay_act_q a = llamay_act_q_of(w, act, 0);
-        for (int r = row_begin; r < row_end; r++) {
-            out[r] = q32_row(type, w, &a, r, table);
-        }
-        return;
-    }
-    if (llamay_streams_rows(w, n_tokens)) {
-        /* Decode steps: each row is read from memory once and stays in L1 for every token's
-           dot; the same arithmetic as one token alone, so the bits do not depend on n_tokens. */
-        llamay_act_q a[LLAMAY_DECODE_TOKENS];
-        for (int t = 0; t < n_tokens; t++) {
-            a[t] = llamay_act_q_of(w, act, t);
-        }
-        /* Gathered per block of rows, then stored a cache line per token: the tokens' output
-           rows lie a whole (power-of-two) vocabulary apart, in one cache set. */
-        float results[LLAMAY_DECODE_TOKENS][LLAMAY_ROW_BLOCK];
-        for (int r0 = row_begin; r0 < row_end; r0 += LLAMAY_ROW_BLOCK) {
-            const int n_rows = row_end - r0 < LLAMAY_ROW_BLOCK ? row_end - r0 : LLAMAY_ROW_BLOCK;
-            for (int r = 0; r < n_rows; r++) {
-                q32_row_tokens(type, w, a, n_tokens, r0 + r, table, results, r);
-            }
-            llamay_store_results(out, out_stride, 0, n_tokens, r0, n_rows, results);
-        }
-        return;
-    }
-    __m256 acc[4][TOKEN_CHUNK];
-    float results[TOKEN_CHUNK][LLAMAY_ROW_BLOCK];
-    for (int t0 = 0; t0 < n_tokens; t0 += TOKEN_CHUNK) {
-        const int n_tok = n_tokens - t0 < TOKEN_CHUNK ? n_tokens - t0 : TOKEN_CHUNK;
-        for (int r0 = row_begin; r0 < row_end; r0 += LLAMAY_ROW_BLOCK) {
-            const int n_rows = row_end - r0 < LLAMAY_ROW_BLOCK ? row_end - r0 : LLAMAY_ROW_BLOCK;
-            int r = 0;
-            for (; r + 4 <= n_rows; r += 4) {
-                q32_tile(type, w, act, t0, n_tok, r0 + r, results, r, 4, acc, table);
-            }
-            for (; r < n_rows; r++) {
-                q32_tile(type, w, act, t0, n_tok, r0 + r, results, r, 1, acc, table);
-            }
-            llamay_store_results(out, out_stride, t0, n_tok, r0, n_rows, results);
-        }
-    }
+typedef __m512i q32_table;
+typedef __m256 q32_acc;
+
+INLINE q32_table q32_table_for(int type) {
+    return lookup_table(type == LLAMAY_TYPE_MXFP4 ? kvalues_mxfp4 : kvalues_iq4nl);
 }
-
-#define Q32_KERNEL(name, type)                                                                  \
-    static void avx512_##name(const llamay_weight *w, const uint8_t *act, int n_tokens,         \
-                              float *out, size_t out_stride, int row_begin, int row_end) {      \
-        q32_kernel(type, w, act, n_tokens, out, out_stride, row_begin, row_end);                \
-    }
-
-Q32_KERNEL(q4_0, LLAMAY_TYPE_Q4_0)
-Q32_KERNEL(q4_1, LLAMAY_TYPE_Q4_1)
-Q32_KERNEL(q5_0, LLAMAY_TYPE_Q5_0)
-Q32_KERNEL(q5_1, LLAMAY_TYPE_Q5_1)
-Q32_KERNEL(q8_0, LLAMAY_TYPE_Q8_0)
-Q32_KERNEL(iq4_nl, LLAMAY_TYPE_IQ4_NL)
-Q32_KERNEL(mxfp4, LLAMAY_TYPE_MXFP4)
 
 /* ======================= 256-element formats x Q8_K ======================= */
 
@@ -883,7 +804,9 @@ INLINE __m256i reduce8x8(const __m256i v[8]) {
 /* One row against a chunk of tokens. Eight tokens at a time, the fp32 steps run with the
    tokens as lanes: acc8[group][l] holds lane l of eight tokens' accumulators. */
 INLINE void k_row(int type, const llamay_weight *w, const uint8_t *act, int t0, int n_tok, int r,
-                  float (*results)[LLAMAY_ROW_BLOCK], int column) {
+                  float (*results)[LLAMAY_ROW_BLOCK], int column,
+                  float (*scratch)[LLAMAY_QUANT_LANES]) {
+    (void)scratch; /* the driver's per-token lanes: these accumulators live below instead */
     const int nb = w->n_cols / 256;
     const uint8_t *row = w->data + (size_t)r * w->row_bytes;
     const int n_vec = n_tok / 8 * 8;
@@ -985,107 +908,14 @@ INLINE __m256 k_rows8(int type, const llamay_weight *w, const llamay_act_q *a, i
     return tree8_across(acc);
 }
 
-INLINE void k_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
-                     float *out, size_t out_stride, int row_begin, int row_end) {
-    if (llamay_streams_rows(w, n_tokens)) {
-        /* Decode steps: eight rows at a time, read from memory once for every token's dots
-           (the same arithmetic as one token alone). */
-        llamay_act_q a[LLAMAY_DECODE_TOKENS];
-        for (int t = 0; t < n_tokens; t++) {
-            a[t] = llamay_act_q_of(w, act, t);
-        }
-        if (n_tokens == 1) {
-            int r = row_begin;
-            for (; r + 8 <= row_end; r += 8) {
-                _mm256_storeu_ps(out + r, k_rows8(type, w, &a[0], r));
-            }
-            if (r < row_end) {
-                float results[1][LLAMAY_ROW_BLOCK];
-                for (int i = 0; r + i < row_end; i++) {
-                    k_row(type, w, act, 0, 1, r + i, results, i);
-                }
-                llamay_store_results(out, out_stride, 0, 1, r, row_end - r, results);
-            }
-            return;
-        }
-        /* Gathered per block of rows, then stored a cache line per token (see q32_kernel). */
-        float results[LLAMAY_DECODE_TOKENS][LLAMAY_ROW_BLOCK];
-        for (int r0 = row_begin; r0 < row_end; r0 += LLAMAY_ROW_BLOCK) {
-            const int n_rows = row_end - r0 < LLAMAY_ROW_BLOCK ? row_end - r0 : LLAMAY_ROW_BLOCK;
-            int r = 0;
-            for (; r + 8 <= n_rows; r += 8) {
-                for (int t = 0; t < n_tokens; t++) {
-                    _mm256_storeu_ps(&results[t][r], k_rows8(type, w, &a[t], r0 + r));
-                }
-            }
-            for (; r < n_rows; r++) {
-                k_row(type, w, act, 0, n_tokens, r0 + r, results, r);
-            }
-            llamay_store_results(out, out_stride, 0, n_tokens, r0, n_rows, results);
-        }
-        return;
-    }
-    float results[TOKEN_CHUNK][LLAMAY_ROW_BLOCK];
-    for (int t0 = 0; t0 < n_tokens; t0 += TOKEN_CHUNK) {
-        const int n_tok = n_tokens - t0 < TOKEN_CHUNK ? n_tokens - t0 : TOKEN_CHUNK;
-        for (int r0 = row_begin; r0 < row_end; r0 += LLAMAY_ROW_BLOCK) {
-            const int n_rows = row_end - r0 < LLAMAY_ROW_BLOCK ? row_end - r0 : LLAMAY_ROW_BLOCK;
-            for (int r = 0; r < n_rows; r++) {
-                k_row(type, w, act, t0, n_tok, r0 + r, results, r);
-            }
-            llamay_store_results(out, out_stride, t0, n_tok, r0, n_rows, results);
-        }
-    }
-}
+INLINE void k_store8(float *out, __m256 v) { _mm256_storeu_ps(out, v); }
 
-#define K_KERNEL(name, type)                                                                    \
-    static void avx512_##name(const llamay_weight *w, const uint8_t *act, int n_tokens,         \
-                              float *out, size_t out_stride, int row_begin, int row_end) {      \
-        k_kernel(type, w, act, n_tokens, out, out_stride, row_begin, row_end);                  \
-    }
+#define MATMUL_K_ROWS8 1
 
-K_KERNEL(q2_K, LLAMAY_TYPE_Q2_K)
-K_KERNEL(q3_K, LLAMAY_TYPE_Q3_K)
-K_KERNEL(q4_K, LLAMAY_TYPE_Q4_K)
-K_KERNEL(q5_K, LLAMAY_TYPE_Q5_K)
-K_KERNEL(q6_K, LLAMAY_TYPE_Q6_K)
-K_KERNEL(iq4_xs, LLAMAY_TYPE_IQ4_XS)
-K_KERNEL(iq2_xxs, LLAMAY_TYPE_IQ2_XXS)
-K_KERNEL(iq2_xs, LLAMAY_TYPE_IQ2_XS)
-K_KERNEL(iq2_s, LLAMAY_TYPE_IQ2_S)
-K_KERNEL(iq3_xxs, LLAMAY_TYPE_IQ3_XXS)
-K_KERNEL(iq3_s, LLAMAY_TYPE_IQ3_S)
-K_KERNEL(tq1_0, LLAMAY_TYPE_TQ1_0)
-K_KERNEL(tq2_0, LLAMAY_TYPE_TQ2_0)
-
-llamay_matmul_fn llamay_avx512_kernel(int type) {
-    switch (type) {
-    case LLAMAY_TYPE_F32: return avx512_f32;
-    case LLAMAY_TYPE_F16: return avx512_f16;
-    case LLAMAY_TYPE_BF16: return avx512_bf16;
-    case LLAMAY_TYPE_Q4_0: return avx512_q4_0;
-    case LLAMAY_TYPE_Q4_1: return avx512_q4_1;
-    case LLAMAY_TYPE_Q5_0: return avx512_q5_0;
-    case LLAMAY_TYPE_Q5_1: return avx512_q5_1;
-    case LLAMAY_TYPE_Q8_0: return avx512_q8_0;
-    case LLAMAY_TYPE_IQ4_NL: return avx512_iq4_nl;
-    case LLAMAY_TYPE_MXFP4: return avx512_mxfp4;
-    case LLAMAY_TYPE_Q2_K: return avx512_q2_K;
-    case LLAMAY_TYPE_Q3_K: return avx512_q3_K;
-    case LLAMAY_TYPE_Q4_K: return avx512_q4_K;
-    case LLAMAY_TYPE_Q5_K: return avx512_q5_K;
-    case LLAMAY_TYPE_Q6_K: return avx512_q6_K;
-    case LLAMAY_TYPE_IQ4_XS: return avx512_iq4_xs;
-    case LLAMAY_TYPE_IQ2_XXS: return avx512_iq2_xxs;
-    case LLAMAY_TYPE_IQ2_XS: return avx512_iq2_xs;
-    case LLAMAY_TYPE_IQ2_S: return avx512_iq2_s;
-    case LLAMAY_TYPE_IQ3_XXS: return avx512_iq3_xxs;
-    case LLAMAY_TYPE_IQ3_S: return avx512_iq3_s;
-    case LLAMAY_TYPE_TQ1_0: return avx512_tq1_0;
-    case LLAMAY_TYPE_TQ2_0: return avx512_tq2_0;
-    default: return NULL;
-    }
-}
+#define MATMUL_FN(name) avx512_##name
+#define MATMUL_KERNEL_OF llamay_avx512_kernel
+#define MATMUL_COLUMN(avx2, avx512) avx512
+#include "matmul_driver.h"
 
 #else
 

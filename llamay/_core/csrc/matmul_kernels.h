@@ -86,20 +86,8 @@ static inline int llamay_x8_position(int j, int i, int n) {
    - the blocks' scales: n fp16, or MXFP4's n E8M0 bytes;
    - Q4_1/Q5_1: the blocks' mins, n fp16.
    With n = 8, a 64-byte vector of quants (at 64k) holds chunks 2k and 2k+1, whose lane j and
-   j + 8 are block j; a smaller group's vector is those two chunks' 8n bytes, expanded. */
-
-static inline int llamay_is_packed_type(int type) {
-    switch (type) {
-    case LLAMAY_TYPE_Q4_0:
-    case LLAMAY_TYPE_Q4_1:
-    case LLAMAY_TYPE_Q5_0:
-    case LLAMAY_TYPE_Q5_1:
-    case LLAMAY_TYPE_Q8_0:
-    case LLAMAY_TYPE_IQ4_NL:
-    case LLAMAY_TYPE_MXFP4: return 1;
-    default: return 0;
-    }
-}
+   j + 8 are block j; a smaller group's vector is those two chunks' 8n bytes, expanded.
+   The packed types are those whose matmul column in ggml_types.h is Q32. */
 
 static inline int llamay_packed_has_fifth_bits(int type) {
     return type == LLAMAY_TYPE_Q5_0 || type == LLAMAY_TYPE_Q5_1;

@@ -464,7 +464,8 @@ static void reference_dequantized(const llamay_weight *w, const uint8_t *act, in
         abort(); /* n_cols floats; a machine without them cannot hold the model either */
     }
     for (int r = row_begin; r < row_end; r++) {
-        type->to_float_ref(w->data + (size_t)r * w->row_bytes, row, w->n_cols);
+        type->to_float[LLAMAY_KERNELS_REFERENCE](w->data + (size_t)r * w->row_bytes, row,
+                                                 w->n_cols);
         for (int t = 0; t < n_tokens; t++) {
             const float *x = (const float *)(act + (size_t)t * w->act_row_bytes);
             out[(size_t)t * out_stride + r] = dot_f32(row, x, w->n_cols);
@@ -504,33 +505,18 @@ static void reference_f32(const llamay_weight *w, const uint8_t *act, int n_toke
 REFERENCE_HALF_KERNEL(f16, llamay_fp16_to_fp32)
 REFERENCE_HALF_KERNEL(bf16, llamay_bf16_to_fp32)
 
+/* The kernel of each type, by its matmul column in ggml_types.h. */
+#define REFERENCE_CASE_FLOAT(NAME, name) case LLAMAY_TYPE_##NAME: return reference_##name;
+#define REFERENCE_CASE_Q32 REFERENCE_CASE_FLOAT
+#define REFERENCE_CASE_K REFERENCE_CASE_FLOAT
+#define REFERENCE_CASE_DEQ(NAME, name) case LLAMAY_TYPE_##NAME: return reference_dequantized;
+#define REFERENCE_CASE_NONE(NAME, name)
+#define REFERENCE_CASE(NAME, name, id, elems, bytes, deq, quant, matmul, ...)                     \
+    REFERENCE_CASE_##matmul(NAME, name)
+
 llamay_matmul_fn llamay_reference_kernel(int type) {
     switch (type) {
-    case LLAMAY_TYPE_F32: return reference_f32;
-    case LLAMAY_TYPE_F16: return reference_f16;
-    case LLAMAY_TYPE_BF16: return reference_bf16;
-    case LLAMAY_TYPE_Q4_0: return reference_q4_0;
-    case LLAMAY_TYPE_Q4_1: return reference_q4_1;
-    case LLAMAY_TYPE_Q5_0: return reference_q5_0;
-    case LLAMAY_TYPE_Q5_1: return reference_q5_1;
-    case LLAMAY_TYPE_Q8_0: return reference_q8_0;
-    case LLAMAY_TYPE_IQ4_NL: return reference_iq4_nl;
-    case LLAMAY_TYPE_MXFP4: return reference_mxfp4;
-    case LLAMAY_TYPE_Q2_K: return reference_q2_K;
-    case LLAMAY_TYPE_Q3_K: return reference_q3_K;
-    case LLAMAY_TYPE_Q4_K: return reference_q4_K;
-    case LLAMAY_TYPE_Q5_K: return reference_q5_K;
-    case LLAMAY_TYPE_Q6_K: return reference_q6_K;
-    case LLAMAY_TYPE_IQ4_XS: return reference_iq4_xs;
-    case LLAMAY_TYPE_TQ1_0: return reference_tq1_0;
-    case LLAMAY_TYPE_TQ2_0: return reference_tq2_0;
-    case LLAMAY_TYPE_IQ2_XXS: return reference_iq2_xxs;
-    case LLAMAY_TYPE_IQ2_XS: return reference_iq2_xs;
-    case LLAMAY_TYPE_IQ2_S: return reference_iq2_s;
-    case LLAMAY_TYPE_IQ3_XXS: return reference_iq3_xxs;
-    case LLAMAY_TYPE_IQ3_S: return reference_iq3_s;
-    case LLAMAY_TYPE_NVFP4:
-    case LLAMAY_TYPE_Q1_0: return reference_dequantized;
+    LLAMAY_GGML_TYPES(REFERENCE_CASE)
     default: return NULL;
     }
 }

@@ -3,9 +3,10 @@
 
    Rounding differs by format, as in ggml: Q4_0..Q5_1 truncate x + 0.5 (after an offset), Q8_0
    uses roundf (halves away from zero), Q8_K the float-magic nearest_int (halves to even). The
-   SIMD versions reproduce the scalar ones exactly, ties included; a block holding an inf or NaN,
-   or so close to zero that its inverse scale overflows, goes through the scalar code, whose
-   behaviour there the SIMD code does not try to imitate. */
+   SIMD versions (`_avx2`, chosen per kernel set by quants.c's table) reproduce the scalar ones
+   exactly, ties included; a block holding an inf or NaN, or so close to zero that its inverse
+   scale overflows, goes through the scalar code, whose behaviour there the SIMD code does not
+   try to imitate. */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -13,7 +14,7 @@
 #include "fp16.h"
 #include "quants.h"
 
-#if defined(LLAMAY_AVX2)
+#if LLAMAY_HAVE_AVX2
 #include <immintrin.h>
 #endif
 
@@ -33,8 +34,8 @@ void llamay_quantize_row_f16_ref(const float *restrict x, void *restrict vy, int
     }
 }
 
-#if defined(LLAMAY_AVX2)
-void llamay_quantize_row_f16(const float *restrict x, void *restrict vy, int64_t n) {
+#if LLAMAY_HAVE_AVX2
+void llamay_quantize_row_f16_avx2(const float *restrict x, void *restrict vy, int64_t n) {
     ggml_half *y = vy;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -44,10 +45,6 @@ void llamay_quantize_row_f16(const float *restrict x, void *restrict vy, int64_t
     for (; i < n; i++) {
         y[i] = llamay_fp32_to_fp16(x[i]);
     }
-}
-#else
-void llamay_quantize_row_f16(const float *restrict x, void *restrict vy, int64_t n) {
-    llamay_quantize_row_f16_ref(x, vy, n);
 }
 #endif
 
@@ -184,7 +181,7 @@ void llamay_quantize_row_q8_0_ref(const float *restrict x, void *restrict vy, in
     }
 }
 
-#if defined(LLAMAY_AVX2)
+#if LLAMAY_HAVE_AVX2
 static inline __m256 abs_ps(__m256 v) {
     return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
 }
@@ -227,7 +224,7 @@ static inline __m256i pack_epi32_to_epi8(__m256i a, __m256i b, __m256i c, __m256
     return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-void llamay_quantize_row_q8_0(const float *restrict x, void *restrict vy, int64_t n) {
+void llamay_quantize_row_q8_0_avx2(const float *restrict x, void *restrict vy, int64_t n) {
     block_q8_0 *y = vy;
     for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
         const float amax = absmax_if_finite(x, QK8_0 / 8);
@@ -245,10 +242,6 @@ void llamay_quantize_row_q8_0(const float *restrict x, void *restrict vy, int64_
         }
         _mm256_storeu_si256((__m256i *)y[i].qs, pack_epi32_to_epi8(q[0], q[1], q[2], q[3]));
     }
-}
-#else
-void llamay_quantize_row_q8_0(const float *restrict x, void *restrict vy, int64_t n) {
-    llamay_quantize_row_q8_0_ref(x, vy, n);
 }
 #endif
 
@@ -294,7 +287,7 @@ void llamay_quantize_row_q8_K_ref(const float *restrict x, void *restrict vy, in
     }
 }
 
-#if defined(LLAMAY_AVX2)
+#if LLAMAY_HAVE_AVX2
 /* The first of 8 * n_vec floats whose magnitude is amax (which one of them is). */
 static inline float first_with_magnitude(const float *x, int n_vec, float amax) {
     const __m256 target = _mm256_set1_ps(amax);
@@ -315,7 +308,7 @@ static inline int hsum_epi32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
-void llamay_quantize_row_q8_K(const float *restrict x, void *restrict vy, int64_t n) {
+void llamay_quantize_row_q8_K_avx2(const float *restrict x, void *restrict vy, int64_t n) {
     block_q8_K *y = vy;
     const __m256 magic = _mm256_set1_ps(12582912.f);
     const __m256i mantissa = _mm256_set1_epi32(0x007FFFFF), bias = _mm256_set1_epi32(0x00400000);
@@ -346,9 +339,5 @@ void llamay_quantize_row_q8_K(const float *restrict x, void *restrict vy, int64_
         }
         y[i].d = 1 / iscale;
     }
-}
-#else
-void llamay_quantize_row_q8_K(const float *restrict x, void *restrict vy, int64_t n) {
-    llamay_quantize_row_q8_K_ref(x, vy, n);
 }
 #endif

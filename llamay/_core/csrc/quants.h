@@ -11,125 +11,57 @@
 #include <stdint.h>
 
 #include "blocks.h"
-
-/* The SIMD kernels need AVX2 and F16C (every AVX2 CPU has both); without them (a build with
-   LLAMAY_PORTABLE=1, or another CPU) the scalar references do all the work. */
-#if defined(__AVX2__) && defined(__F16C__)
-#define LLAMAY_AVX2 1
-#endif
-
-/* ggml type ids, as stored in GGUF files (ggml.h's enum ggml_type) */
-enum llamay_ggml_type {
-    LLAMAY_TYPE_F32 = 0,
-    LLAMAY_TYPE_F16 = 1,
-    LLAMAY_TYPE_Q4_0 = 2,
-    LLAMAY_TYPE_Q4_1 = 3,
-    LLAMAY_TYPE_Q5_0 = 6,
-    LLAMAY_TYPE_Q5_1 = 7,
-    LLAMAY_TYPE_Q8_0 = 8,
-    LLAMAY_TYPE_Q2_K = 10,
-    LLAMAY_TYPE_Q3_K = 11,
-    LLAMAY_TYPE_Q4_K = 12,
-    LLAMAY_TYPE_Q5_K = 13,
-    LLAMAY_TYPE_Q6_K = 14,
-    LLAMAY_TYPE_Q8_K = 15,
-    LLAMAY_TYPE_IQ2_XXS = 16,
-    LLAMAY_TYPE_IQ2_XS = 17,
-    LLAMAY_TYPE_IQ3_XXS = 18,
-    LLAMAY_TYPE_IQ4_NL = 20,
-    LLAMAY_TYPE_IQ3_S = 21,
-    LLAMAY_TYPE_IQ2_S = 22,
-    LLAMAY_TYPE_IQ4_XS = 23,
-    LLAMAY_TYPE_I8 = 24,
-    LLAMAY_TYPE_I16 = 25,
-    LLAMAY_TYPE_I32 = 26,
-    LLAMAY_TYPE_I64 = 27,
-    LLAMAY_TYPE_F64 = 28,
-    LLAMAY_TYPE_BF16 = 30,
-    LLAMAY_TYPE_TQ1_0 = 34,
-    LLAMAY_TYPE_TQ2_0 = 35,
-    LLAMAY_TYPE_MXFP4 = 39,
-    LLAMAY_TYPE_NVFP4 = 40,
-    LLAMAY_TYPE_Q1_0 = 41,
-};
+#include "ggml_types.h"
+#include "kernel_set.h"
 
 /* n is a number of elements, a multiple of the format's block size */
 typedef void (*llamay_to_float_fn)(const void *restrict x, float *restrict y, int64_t n);
 typedef void (*llamay_from_float_fn)(const float *restrict x, void *restrict y, int64_t n);
 
+/* A row of ggml_types.h, with its row functions. Each kernel set has its own entry (the set's
+   SIMD version, or the scalar reference where it has none; AVX-512 CPUs run the AVX2 ones),
+   chosen at run time like the matmul kernels and kernels.h: the engine's set reaches them
+   all, `reference` the scalar references. Every entry gives the same bits. */
 typedef struct {
-    const char *name;
+    const char *name; /* NULL: an id ggml does not use */
+    int id;
     int block_elems;
     int block_bytes;
-    llamay_to_float_fn to_float;           /* the fastest compiled in */
-    llamay_to_float_fn to_float_ref;       /* the scalar reference */
-    llamay_from_float_fn from_float;       /* NULL where llamay does not quantize to the type */
-    llamay_from_float_fn from_float_ref;
+    int refused;     /* known, and declined by decision (IQ1_S, IQ1_M) */
+    int matmul;      /* enum llamay_matmul_family */
+    llamay_to_float_fn to_float[LLAMAY_KERNEL_SETS];     /* NULL where llamay has no kernel */
+    llamay_from_float_fn from_float[LLAMAY_KERNEL_SETS]; /* NULL where it does not quantize */
 } llamay_quant_type;
 
 /* The type with this ggml id, or NULL where llamay has no kernel for it. */
 const llamay_quant_type *llamay_quant_type_of(int type_id);
+/* The row of ggml_types.h with this id, kernels or not; NULL for an id it does not list. */
+const llamay_quant_type *llamay_ggml_type(int type_id);
+/* One past the largest id in the table. */
+int llamay_ggml_type_ids(void);
 
-/* Whole tensors, split over OpenMP threads when large. */
+/* Whole tensors, split over OpenMP threads when large, with the row functions of kernel set
+   `set` (which must be compiled in: kernel_set.h). */
 void llamay_dequantize(const llamay_quant_type *type, const void *x, float *y, int64_t n,
-                       int reference);
-void llamay_quantize(const llamay_quant_type *type, const float *x, void *y, int64_t n,
-                     int reference);
+                       int set);
+void llamay_quantize(const llamay_quant_type *type, const float *x, void *y, int64_t n, int set);
 
-/* Rows: n elements, a multiple of the block size. `_ref` is the scalar reference; the
-   unsuffixed name, where there is one, is the SIMD version (or the reference, in a build
-   without SIMD), bit-exact with it. */
+/* Rows: n elements, a multiple of the block size. `_ref` is the scalar reference; `_avx2`,
+   where ggml_types.h lists one, the AVX2 version (compiled in where LLAMAY_HAVE_AVX2 is 1),
+   bit-exact with it. */
 #define LLAMAY_TO_FLOAT(name) void name(const void *restrict x, float *restrict y, int64_t n)
 #define LLAMAY_FROM_FLOAT(name) void name(const float *restrict x, void *restrict y, int64_t n)
 
-LLAMAY_TO_FLOAT(llamay_dequantize_row_f32_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_f16_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_f16);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_bf16_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_i8_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_i16_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_i32_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_i64_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_f64_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q4_0_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q4_1_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q5_0_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q5_0);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q5_1_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q8_0_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q8_0);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_iq4_nl_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_mxfp4_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_nvfp4_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q1_0_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q2_K_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q3_K_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q4_K_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q4_K);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q5_K_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q6_K_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q6_K);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_q8_K_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_iq2_xxs_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_iq2_xs_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_iq2_s_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_iq3_xxs_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_iq3_s_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_iq4_xs_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_tq1_0_ref);
-LLAMAY_TO_FLOAT(llamay_dequantize_row_tq2_0_ref);
-
-LLAMAY_FROM_FLOAT(llamay_quantize_row_f32_ref);
-LLAMAY_FROM_FLOAT(llamay_quantize_row_f16_ref);
-LLAMAY_FROM_FLOAT(llamay_quantize_row_f16);
-LLAMAY_FROM_FLOAT(llamay_quantize_row_bf16_ref);
-LLAMAY_FROM_FLOAT(llamay_quantize_row_q4_0_ref);
-LLAMAY_FROM_FLOAT(llamay_quantize_row_q4_1_ref);
-LLAMAY_FROM_FLOAT(llamay_quantize_row_q5_0_ref);
-LLAMAY_FROM_FLOAT(llamay_quantize_row_q5_1_ref);
-LLAMAY_FROM_FLOAT(llamay_quantize_row_q8_0_ref);
-LLAMAY_FROM_FLOAT(llamay_quantize_row_q8_0);
-LLAMAY_FROM_FLOAT(llamay_quantize_row_q8_K_ref);
-LLAMAY_FROM_FLOAT(llamay_quantize_row_q8_K);
+/* the row functions of every type, as its deq and quant columns say */
+#define LLAMAY_ROWS_NONE(kind, name)
+#define LLAMAY_ROWS_REFUSED(kind, name)
+#define LLAMAY_ROWS_REF(kind, name) LLAMAY_ROW_##kind(name##_ref);
+#define LLAMAY_ROWS_AVX2(kind, name) LLAMAY_ROWS_REF(kind, name) LLAMAY_ROW_##kind(name##_avx2);
+#define LLAMAY_ROW_DEQ(name) LLAMAY_TO_FLOAT(llamay_dequantize_row_##name)
+#define LLAMAY_ROW_QUANT(name) LLAMAY_FROM_FLOAT(llamay_quantize_row_##name)
+#define LLAMAY_DECLARE_ROWS(NAME, name, id, elems, bytes, deq, quant, ...)                       \
+    LLAMAY_ROWS_##deq(DEQ, name) LLAMAY_ROWS_##quant(QUANT, name)
+LLAMAY_GGML_TYPES(LLAMAY_DECLARE_ROWS)
+#undef LLAMAY_DECLARE_ROWS
 
 #endif
