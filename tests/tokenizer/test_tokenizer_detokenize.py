@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from llamay.tokenizer import Tokenizer, load_tokenizer
+from llamay import load_tokenizer
+from llamay.tokenizer import Tokenizer
 
 VOCAB = Path(__file__).parents[1] / "data" / "vocab"
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from llamay import gguf
+from llamay import gguf, load_tokenizer
 from llamay.errors import TokenizerError
-from llamay.tokenizer import Tokenizer, load_tokenizer
+from llamay.tokenizer import Tokenizer
 from llamay.tokenizer.pretokenizers import KINDS, PRE_NAMES, PreTokenizer, pre_settings
 from llamay.tokenizer.vocab import load_vocab
 

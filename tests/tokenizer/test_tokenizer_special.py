@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from llamay import gguf
+from llamay import gguf, load_tokenizer
 from llamay.errors import TokenizerError
-from llamay.tokenizer import Tokenizer, load_tokenizer
+from llamay.tokenizer import Tokenizer
 
 DATA = Path(__file__).parents[1] / "data"
 PHI3_CHAT = "<|user|>\n  Hi<|end|>\n<|assistant|>  x </s>  y <s>  z"

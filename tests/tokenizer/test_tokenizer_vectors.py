@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from llamay.tokenizer import Tokenizer, load_tokenizer
+from llamay import load_tokenizer
+from llamay.tokenizer import Tokenizer
 
 VOCAB = Path(__file__).parents[1] / "data" / "vocab"
 FILES = sorted(p.name for p in VOCAB.glob("*.gguf"))
