@@ -38,6 +38,7 @@ cdef extern from "matmul.h" nogil:
     int llamay_weight_init(llamay_weight *w, const void *data, int type, int n_rows, int n_cols,
                            int kernel_set)
     void llamay_weight_pack(const llamay_weight *w, uint8_t *packed, int row_begin, int row_end)
+    size_t llamay_packed_bytes(const llamay_weight *w)
     void llamay_matmul_parallel(const llamay_matmul_job *jobs, int n_jobs, int n_tokens,
                                 int repeats, int n_threads)
 
@@ -88,7 +89,7 @@ cdef int _pack(llamay_weight *w) except -1:
     """
     if w.packed_row_bytes == 0:
         return 0
-    cdef size_t size = (w.packed_row_bytes * w.n_rows + HUGE_PAGE - 1) // HUGE_PAGE * HUGE_PAGE
+    cdef size_t size = (llamay_packed_bytes(w) + HUGE_PAGE - 1) // HUGE_PAGE * HUGE_PAGE
     cdef uint8_t *packed = <uint8_t *>aligned_alloc(HUGE_PAGE, size)
     if packed == NULL:
         raise MemoryError()

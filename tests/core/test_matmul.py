@@ -299,3 +299,26 @@ def test_rejects_what_it_cannot_multiply():
         mm.matmul(np.zeros(34, np.uint8), by_name("Q8_0").id, 1, 32, np.zeros((1, 64), np.float32))
     with pytest.raises(ValueError, match="kernel set"):
         mm.matmul(np.zeros(34, np.uint8), by_name("Q8_0").id, 1, 32, x, kernels="neon")
+
+
+@pytest.mark.parametrize("name", ["Q4_K", "Q6_K"])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_k_quants_at_the_ends_of_their_integer_ranges(name, sign):
+    """Every quant and scale at its largest, activations all at one end of int8 (-128 or
+    127): the widest integer sums a super-block can make, where an int16 sum that overflowed
+    in the interleaved kernels would show."""
+    t = by_name(name)
+    block = np.full(t.block_bytes, 0xFF, dtype=np.uint8)
+    if name == "Q6_K":
+        block[-2 - 16 : -2] = 127  # the int8 scales at their largest; then d
+    half = np.array([0.01], dtype=np.float16).view(np.uint8)
+    if name == "Q4_K":
+        block[0:2] = block[2:4] = half  # d and dmin
+    else:
+        block[-2:] = half
+    n_rows, n_cols = 19, 512
+    w = np.tile(block, n_rows * n_cols // 256)
+    x = np.full((3, n_cols), sign, dtype=np.float32)
+    expected = run(name, w, x, n_rows=n_rows, kernels="reference")
+    for kernels in SIMD_SETS:
+        assert same_bits(run(name, w, x, n_rows=n_rows, kernels=kernels), expected), kernels

@@ -48,15 +48,18 @@ int llamay_weight_init(llamay_weight *w, const void *data, int type, int n_rows,
     }
     const llamay_matmul_fn simd = simd_kernel(set, type);
     const int packed = simd != NULL && q->matmul == LLAMAY_MATMUL_Q32;
+    const int kx8 = simd != NULL && llamay_is_kx8_type(type);
     const int n_blocks = n_cols / q->block_elems;
     w->data = data;
     w->type = type;
     w->n_rows = n_rows;
     w->n_cols = n_cols;
     w->row_bytes = (size_t)n_blocks * (size_t)q->block_bytes;
-    w->packed_row_bytes = packed ? (size_t)(n_blocks / 8) * llamay_packed_group_bytes(type, 8) +
-                                       (size_t)llamay_packed_group_bytes(type, n_blocks % 8)
-                                 : 0;
+    w->packed_row_bytes =
+        packed ? (size_t)(n_blocks / 8) * llamay_packed_group_bytes(type, 8) +
+                     (size_t)llamay_packed_group_bytes(type, n_blocks % 8)
+        : kx8  ? (size_t)n_blocks * (size_t)llamay_kx8_block_bytes(type) / LLAMAY_KX8_ROWS
+               : 0;
     w->packed = NULL;
     w->act_kind = packed ? LLAMAY_ACT_Q8_0_X8 : act_kind_of(q);
     w->act_row_bytes = llamay_act_row_bytes(w->act_kind, n_cols);
@@ -85,7 +88,95 @@ static void block_codes(int type, const uint8_t *blk, uint8_t codes[32], uint32_
     }
 }
 
+size_t llamay_packed_bytes(const llamay_weight *w) {
+    const size_t rows = llamay_is_kx8_type(w->type) && w->packed_row_bytes
+                            ? ((size_t)w->n_rows + LLAMAY_KX8_ROWS - 1) / LLAMAY_KX8_ROWS *
+                                  LLAMAY_KX8_ROWS
+                            : (size_t)w->n_rows;
+    return rows * w->packed_row_bytes;
+}
+
+/* ---- packing the K-quants, eight rows interleaved ---- */
+
+/* Q4_K row `lane` of a group: its super-block x into the group's block g */
+static void pack_kx8_q4_K(const block_q4_K *x, int lane, uint8_t *g) {
+    memcpy(g + 2 * lane, &x->d, 2);
+    memcpy(g + 16 + 2 * lane, &x->dmin, 2);
+    for (int j = 0; j < 8; j++) {
+        int scale, min;
+        llamay_q4_K_scale_min(x->scales, j, &scale, &min);
+        g[LLAMAY_KX8_Q4_K_SCALES + 16 * (j / 2) + 2 * lane + j % 2] = (uint8_t)scale;
+        g[LLAMAY_KX8_Q4_K_MINS + 16 * (j / 2) + 2 * lane + j % 2] = (uint8_t)min;
+    }
+    for (int e = 0; e < 256; e++) {
+        /* the file: qs[32 (e / 64) + e % 32], low nibble for e % 64 < 32 */
+        const uint8_t q = (x->qs[32 * (e / 64) + e % 32] >> (4 * ((e % 64) / 32))) & 0xF;
+        const int c = e / 8, i = e % 4, high = (e % 8) / 4;
+        g[LLAMAY_KX8_Q4_K_QUANTS + 32 * c + 4 * lane + i] |= (uint8_t)(q << (4 * high));
+    }
+}
+
+static void pack_kx8_q6_K(const block_q6_K *x, int lane, uint8_t *g) {
+    memcpy(g + 2 * lane, &x->d, 2);
+    for (int k = 0; k < 16; k++) {
+        g[LLAMAY_KX8_Q6_K_SCALES + 16 * (k / 2) + 2 * lane + k % 2] = (uint8_t)x->scales[k];
+    }
+    for (int e = 0; e < 256; e++) {
+        /* the file (matmul_ref.c's terms_q6_K): per 128 elements, ql[l + 32 (quarter % 2)]
+           low/high nibble, qh[l] bits 2 quarter */
+        const int half = e / 128, quarter = (e % 128) / 32, l = e % 32;
+        const int low = (x->ql[64 * half + l + 32 * (quarter % 2)] >> (4 * (quarter / 2))) & 0xF;
+        const int high = (x->qh[32 * half + l] >> (2 * quarter)) & 3;
+        const int c = e / 8, i = e % 4, upper = (e % 8) / 4;
+        g[LLAMAY_KX8_Q6_K_LOW + 32 * c + 4 * lane + i] |= (uint8_t)(low << (4 * upper));
+        const int s = 2 * (c % 2) + upper;
+        g[LLAMAY_KX8_Q6_K_HIGH + 32 * (c / 2) + 4 * lane + i] |= (uint8_t)(high << (2 * s));
+    }
+}
+
+/* The bytes of row lane within a KX8 block, zeroed: a row owns 2 bytes of each fp16 array
+   and of each scale pair, and 4 bytes of each 32-byte chunk. */
+static void clear_kx8_lane(int type, int lane, uint8_t *g) {
+    const int block_bytes = llamay_kx8_block_bytes(type);
+    const int chunks_from = type == LLAMAY_TYPE_Q4_K ? LLAMAY_KX8_Q4_K_QUANTS : LLAMAY_KX8_Q6_K_LOW;
+    for (int at = 0; at < chunks_from; at += 16) {
+        memset(g + at + 2 * lane, 0, 2);
+    }
+    for (int at = chunks_from; at < block_bytes; at += 32) {
+        memset(g + at + 4 * lane, 0, 4);
+    }
+}
+
+static void pack_kx8_row(const llamay_weight *w, uint8_t *packed, int r) {
+    const int n_blocks = w->n_cols / 256, block_bytes = llamay_kx8_block_bytes(w->type);
+    uint8_t *group = packed + (size_t)(r / LLAMAY_KX8_ROWS) * (size_t)n_blocks * block_bytes;
+    for (int b = 0; b < n_blocks; b++) {
+        uint8_t *g = group + (size_t)b * block_bytes;
+        clear_kx8_lane(w->type, r % LLAMAY_KX8_ROWS, g);
+        if (r >= w->n_rows) {
+            continue;
+        }
+        const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+        if (w->type == LLAMAY_TYPE_Q4_K) {
+            pack_kx8_q4_K((const block_q4_K *)row + b, r % LLAMAY_KX8_ROWS, g);
+        } else {
+            pack_kx8_q6_K((const block_q6_K *)row + b, r % LLAMAY_KX8_ROWS, g);
+        }
+    }
+}
+
 void llamay_weight_pack(const llamay_weight *w, uint8_t *packed, int row_begin, int row_end) {
+    if (llamay_is_kx8_type(w->type)) {
+        for (int r = row_begin; r < row_end; r++) {
+            pack_kx8_row(w, packed, r);
+            if (r == w->n_rows - 1) { /* the rows the last group lacks: zeros */
+                for (int pad = r + 1; pad % LLAMAY_KX8_ROWS; pad++) {
+                    pack_kx8_row(w, packed, pad);
+                }
+            }
+        }
+        return;
+    }
     const int type = w->type, n_blocks = w->n_cols / 32;
     const size_t block_bytes = w->row_bytes / (size_t)n_blocks;
     const int group_bytes = llamay_packed_group_bytes(type, 8);

@@ -54,9 +54,10 @@ typedef struct llamay_weight {
     /* The SIMD kernels of the 32-element formats read a packed copy instead: each group of
        eight blocks (the last holds the rest) with its scales together and its quants
        interleaved four bytes at a time (matmul_kernels.h), so that a 32-bit SIMD lane holds
-       one block. packed_row_bytes is 0 where the kernels read `data`, else row_bytes (the
-       same bytes, rearranged); the caller provides n_rows * packed_row_bytes bytes, fills
-       them with llamay_weight_pack and sets `packed`. */
+       one block. The SIMD kernels of Q4_K and Q6_K read a copy with eight rows interleaved
+       (KX8, matmul_kernels.h). packed_row_bytes is 0 where the kernels read `data`, else the
+       bytes of one row in the packed copy; the caller provides llamay_packed_bytes(w) bytes,
+       fills them with llamay_weight_pack and sets `packed`. */
     size_t packed_row_bytes;
     const uint8_t *packed;
     int act_kind;         /* enum llamay_act_kind */
@@ -77,8 +78,12 @@ int llamay_kernel_set_has_simd(int set, int type);
 int llamay_weight_init(llamay_weight *w, const void *data, int type, int n_rows, int n_cols,
                        int set);
 
+/* The bytes of w's packed copy (0 where its kernels read `data`). */
+size_t llamay_packed_bytes(const llamay_weight *w);
+
 /* Writes rows [row_begin, row_end) of w->data, packed, into `packed` (the whole matrix's
-   buffer, 64-byte aligned for speed); threads may split the rows. */
+   buffer, 64-byte aligned for speed); threads may split the rows, and each row writes only
+   its own bytes (the rows a last KX8 group lacks are zeroed with its last row). */
 void llamay_weight_pack(const llamay_weight *w, uint8_t *packed, int row_begin, int row_end);
 
 /* Quantizes tokens [tok_begin, tok_end) of x (rows of w->n_cols floats) into act, whose rows

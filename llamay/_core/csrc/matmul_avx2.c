@@ -582,6 +582,7 @@ INLINE void k_row(int type, const llamay_weight *w, const uint8_t *act, int t0, 
 #define MATMUL_FN(name) avx2_##name
 #define MATMUL_KERNEL_OF llamay_avx2_kernel
 #define MATMUL_COLUMN(avx2, avx512) avx2
+#include "matmul_kx8.h"
 #include "matmul_driver.h"
 
 #else

@@ -118,6 +118,10 @@ INLINE void q32_kernel(int type, const llamay_weight *w, const uint8_t *act, int
 
 INLINE void k_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
                      float *out, size_t out_stride, int row_begin, int row_end) {
+    if (llamay_is_kx8_type(type)) { /* the eight-row interleaved copy (matmul_kx8.h) */
+        kx8_kernel(type, w, act, n_tokens, out, out_stride, row_begin, row_end);
+        return;
+    }
     float scratch[TOKEN_CHUNK][LLAMAY_QUANT_LANES];
 #if MATMUL_K_ROWS8
     if (llamay_streams_rows(w, n_tokens)) {

@@ -129,6 +129,54 @@ static inline uint64_t llamay_read_bits(const uint8_t *p, int first, int count) 
     return (v >> (first % 8)) & ((1ull << count) - 1);
 }
 
+/* ---- packed weights of the K-quants: eight rows interleaved (KX8) ----
+   The SIMD kernels of Q4_K and Q6_K read a copy in which every group of eight rows is stored
+   super-block by super-block, the eight rows' blocks interleaved, so that a 32-bit SIMD lane
+   holds one row: a dot product accumulates the eight rows side by side, with no horizontal
+   sum per super-block, and the fp32 steps run with the rows as lanes. The integers and the
+   fp32 operations are the reference's (matmul.h); only where the bytes lie changes.
+
+   A group of eight rows is n_blocks super-blocks of kx8_block_bytes each; row r of the matrix
+   is lane r % 8 of group r / 8 (the last group's missing rows are zeros). Per super-block:
+   Q4_K (1184 bytes: the 8 x 144 of the file, scales and mins unpacked to bytes):
+      0  d[8], dmin[8]          fp16, one per row
+     32  scales: pair p = 0..3 (sub-blocks 2p, 2p+1): 16 bytes, row r at 2r: [sc_2p, sc_2p+1]
+     96  mins: the same layout
+    160  quants: chunk c = 0..31 (elements 8c..8c+7): 32 bytes, row r at 4r..4r+3, byte i
+         holding element 8c+i in its low nibble and element 8c+4+i in its high nibble
+   Q6_K (1680 bytes, as the file's 8 x 210):
+      0  d[8]                   fp16
+     16  scales: pair p = 0..7 (16-element sub-blocks 2p, 2p+1): 16 bytes, row r at 2r
+    144  the low four bits of the quants: chunks as Q4_K's
+   1168  the high two bits: chunk pair m = 0..15 (chunks 2m, 2m+1): 32 bytes, row r at
+         4r..4r+3, byte i holding bits 2s..2s+1 = the high bits of element 8(2m + s/2) + i +
+         4(s%2), for s = 0..3 */
+
+#define LLAMAY_KX8_ROWS 8
+
+static inline int llamay_is_kx8_type(int type) {
+    return type == LLAMAY_TYPE_Q4_K || type == LLAMAY_TYPE_Q6_K;
+}
+
+/* bytes of one super-block of a group of eight rows */
+static inline int llamay_kx8_block_bytes(int type) { return type == LLAMAY_TYPE_Q4_K ? 1184 : 1680; }
+
+enum {
+    LLAMAY_KX8_Q4_K_SCALES = 32,
+    LLAMAY_KX8_Q4_K_MINS = 96,
+    LLAMAY_KX8_Q4_K_QUANTS = 160,
+    LLAMAY_KX8_Q6_K_SCALES = 16,
+    LLAMAY_KX8_Q6_K_LOW = 144,
+    LLAMAY_KX8_Q6_K_HIGH = 1168,
+};
+
+/* the super-block b of the group holding row r */
+static inline const uint8_t *llamay_kx8_block(const llamay_weight *w, int r, int b) {
+    const int n_blocks = w->n_cols / 256;
+    const size_t group = (size_t)(r / LLAMAY_KX8_ROWS) * (size_t)n_blocks;
+    return w->packed + (group + (size_t)b) * (size_t)llamay_kx8_block_bytes(w->type);
+}
+
 /* ---- the canonical order ---- */
 
 #define LLAMAY_QUANT_LANES 8  /* accumulators of the integer kernels: block b -> lane b % 8 */

@@ -10,8 +10,9 @@
 #endif
 
 size_t llamay_copy_bytes(const llamay_weight *w) {
-    const size_t row_bytes = w->packed_row_bytes ? w->packed_row_bytes : w->row_bytes;
-    return (row_bytes * (size_t)w->n_rows + 63) / 64 * 64;
+    const size_t bytes =
+        w->packed_row_bytes ? llamay_packed_bytes(w) : w->row_bytes * (size_t)w->n_rows;
+    return (bytes + 63) / 64 * 64;
 }
 
 uint8_t *llamay_huge_alloc(size_t n) {
