@@ -129,8 +129,11 @@ static void pack_kx8_q6_K(const block_q6_K *x, int lane, uint8_t *g) {
         const int high = (x->qh[32 * half + l] >> (2 * quarter)) & 3;
         const int c = e / 8, i = e % 4, upper = (e % 8) / 4;
         g[LLAMAY_KX8_Q6_K_LOW + 32 * c + 4 * lane + i] |= (uint8_t)(low << (4 * upper));
+        /* use s = 0..3 at bits 4, 6, 0, 2: the first lands in place, the others one shift
+           away (matmul_kx8.h) */
+        static const int bit[4] = {4, 6, 0, 2};
         const int s = 2 * (c % 2) + upper;
-        g[LLAMAY_KX8_Q6_K_HIGH + 32 * (c / 2) + 4 * lane + i] |= (uint8_t)(high << (2 * s));
+        g[LLAMAY_KX8_Q6_K_HIGH + 32 * (c / 2) + 4 * lane + i] |= (uint8_t)(high << bit[s]);
     }
 }
 

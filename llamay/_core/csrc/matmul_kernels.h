@@ -149,8 +149,9 @@ static inline uint64_t llamay_read_bits(const uint8_t *p, int first, int count) 
      16  scales: pair p = 0..7 (16-element sub-blocks 2p, 2p+1): 16 bytes, row r at 2r
     144  the low four bits of the quants: chunks as Q4_K's
    1168  the high two bits: chunk pair m = 0..15 (chunks 2m, 2m+1): 32 bytes, row r at
-         4r..4r+3, byte i holding bits 2s..2s+1 = the high bits of element 8(2m + s/2) + i +
-         4(s%2), for s = 0..3 */
+         4r..4r+3, byte i holding the high bits of element 8(2m + s/2) + i + 4(s%2) at bits
+         4, 6, 0, 2 for s = 0, 1, 2, 3 (so that each is at most one shift from bits 4-5, where
+         it joins its low four bits) */
 
 #define LLAMAY_KX8_ROWS 8
 

@@ -107,7 +107,7 @@ INLINE void kx8_ints(int type, const uint8_t *g, const llamay_act_q *const *a, i
     }
     /* Q6_K: quants q = low | high << 4 in [0, 64); i1 = sum sc (q - 32) x, as
        sum sc q x - 32 sum sc B over the sub-blocks */
-    const __m256i low2 = _mm256_set1_epi8(3);
+    const __m256i bits45 = _mm256_set1_epi8(0x30);
     const uint8_t *lows = g + LLAMAY_KX8_Q6_K_LOW, *highs = g + LLAMAY_KX8_Q6_K_HIGH;
     __m256i offset[KX8_TOKENS];
     for (int t = 0; t < nt; t++) {
@@ -127,12 +127,13 @@ INLINE void kx8_ints(int type, const uint8_t *g, const llamay_act_q *const *a, i
             for (int k = 0; k < 2; k++) {
                 const int c = 2 * m + k;
                 const __m256i q = _mm256_loadu_si256((const __m256i *)(lows + 32 * c));
-                const __m256i hl = _mm256_and_si256(_mm256_srli_epi16(h, 4 * k), low2);
-                const __m256i hh = _mm256_and_si256(_mm256_srli_epi16(h, 4 * k + 2), low2);
-                const __m256i lo =
-                    _mm256_or_si256(_mm256_and_si256(q, low4), _mm256_slli_epi16(hl, 4));
-                const __m256i hi = _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16(q, 4), low4), _mm256_slli_epi16(hh, 4));
+                /* the high bits, moved to bits 4-5 (no bit crosses into a kept position) */
+                const __m256i hl = k ? _mm256_slli_epi16(h, 4) : h;
+                const __m256i hh = k ? _mm256_slli_epi16(h, 2) : _mm256_srli_epi16(h, 2);
+                const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low4),
+                                                   _mm256_and_si256(hl, bits45));
+                const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
+                                                   _mm256_and_si256(hh, bits45));
                 for (int t = 0; t < nt; t++) {
                     const __m256i dl = _mm256_maddubs_epi16(lo, kx8_broadcast4(x[t] + 8 * c));
                     const __m256i dh = _mm256_maddubs_epi16(hi, kx8_broadcast4(x[t] + 8 * c + 4));
