@@ -130,6 +130,10 @@ LLAMAY_FROM_FLOAT(llamay_quantize_row_q5_1_ref);
 LLAMAY_FROM_FLOAT(llamay_quantize_row_q8_0_ref);
 LLAMAY_FROM_FLOAT(llamay_quantize_row_q8_0);
 LLAMAY_FROM_FLOAT(llamay_quantize_row_q8_K_ref);
+LLAMAY_FROM_FLOAT(llamay_quantize_row_q4_K_ref);
+LLAMAY_FROM_FLOAT(llamay_quantize_row_q5_K_ref);
+LLAMAY_FROM_FLOAT(llamay_quantize_row_q6_K_ref);
+LLAMAY_FROM_FLOAT(llamay_quantize_row_mxfp4_ref);
 LLAMAY_FROM_FLOAT(llamay_quantize_row_q8_K);
 
 #endif
