@@ -77,15 +77,17 @@ def write_model(
     Mixture-of-experts families get `n_expert` experts (the family's default: 8), of which
     `n_expert_used` (2) run per token, each `n_ff_exp` wide (n_ff where the family keeps the
     expert width in feed_forward_length); a shared expert of `n_ff_shexp` (n_ff) where the
-    family has one. `output`: whether to write output.weight (default: unless the family ties
+    family has one (Granite's only when n_ff_shexp is given). `output`: whether to write output.weight (default: unless the family ties
     it to the embeddings)."""
     family = FAMILIES[arch]
     experts = family.experts
     if experts is not None and not (experts.optional and n_expert == 0):
         n_expert, n_expert_used = n_expert or 8, n_expert_used or 2
         n_ff_exp = n_ff if experts.n_ff_key is None else (n_ff_exp or n_ff)
-        shared = experts.shared != "none" and n_ff_shexp != 0
-        n_ff_shexp = n_ff_shexp or n_ff
+        # Qwen 2 MoE always has its shared expert (n_ff wide by default); Granite only when
+        # the file gives it a width
+        shared = experts.shared == "gated" or (experts.shared == "plain" and bool(n_ff_shexp))
+        n_ff_shexp = (n_ff_shexp or n_ff) if shared else 0
     else:
         n_expert, n_ff_exp, n_ff_shexp, shared = 0, 0, 0, False
     rng = np.random.default_rng(seed)
