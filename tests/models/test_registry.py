@@ -82,3 +82,19 @@ def test_iq1_weights_refused_at_load(tmp_path, name, block):
     tensors = {"blk.0.ffn_up.weight": RawTensor(name, (256, 1), np.zeros(block, np.uint8))}
     with pytest.raises(UnsupportedModel, match=f"{name} weights are not supported"):
         check_supported(model_file(tmp_path, "llama", tensors))
+
+
+def test_docs_list_every_supported_and_refused_architecture():
+    """docs/models.md names each architecture llamay runs (with its real models) and each one
+    it refuses."""
+    from pathlib import Path
+
+    from llamay.models.registry import DECLINED, FAMILIES
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text()
+    for arch, family in FAMILIES.items():
+        assert f"`{arch}`" in docs, arch
+        first_model = family.models.split(",")[0].split(" (")[0]
+        assert first_model.split("/")[0] in docs, (arch, first_model)
+    for arch in DECLINED:
+        assert f"`{arch}`" in docs, arch
