@@ -481,30 +481,26 @@ def token_logprobs(const float[:, ::1] logits, const int32_t[::1] targets) -> np
 
 # ---- single kernels, for tests ----
 
-def rms_norm(const float[::1] x, weight, float eps, str kernels="best") -> np.ndarray:
+cdef object _norm(bint layer, const float[::1] x, object weight, float eps, str kernels):
     cdef const llamay_kernels *k = _table(_kernel_set(kernels))
     cdef const float[::1] w
+    cdef const float *w_ptr = NULL
+    if weight is not None:
+        w = weight
+        w_ptr = &w[0]
     out = np.empty(x.shape[0], dtype=np.float32)
     cdef float[::1] o = out
-    if weight is None:
-        k.rms_norm(&x[0], NULL, <int>x.shape[0], eps, &o[0])
-    else:
-        w = weight
-        k.rms_norm(&x[0], &w[0], <int>x.shape[0], eps, &o[0])
+    (k.layer_norm if layer else k.rms_norm)(&x[0], w_ptr, <int>x.shape[0], eps, &o[0])
     return out
+
+
+def rms_norm(const float[::1] x, weight, float eps, str kernels="best") -> np.ndarray:
+    return _norm(False, x, weight, eps, kernels)
 
 
 def layer_norm(const float[::1] x, weight, float eps, str kernels="best") -> np.ndarray:
-    cdef const llamay_kernels *k = _table(_kernel_set(kernels))
-    cdef const float[::1] w
-    out = np.empty(x.shape[0], dtype=np.float32)
-    cdef float[::1] o = out
-    if weight is None:
-        k.layer_norm(&x[0], NULL, <int>x.shape[0], eps, &o[0])
-    else:
-        w = weight
-        k.layer_norm(&x[0], &w[0], <int>x.shape[0], eps, &o[0])
-    return out
+    """Cohere's LayerNorm without bias (weight may be None)."""
+    return _norm(True, x, weight, eps, kernels)
 
 
 def gated(str activation, const float[::1] gate, const float[::1] up, str kernels="best"):

@@ -460,9 +460,23 @@ static void activate(const step *st, const llamay_layer *l, int t) {
 
 /* ---- mixture of experts ---- */
 
+/* ggml_soft_max over n values, in place: e^(x - max) in fp32, their sum in double, times
+   1/sum in fp32. */
+static void softmax(float *x, int n) {
+    float max = x[0];
+    for (int i = 1; i < n; i++) max = x[i] > max ? x[i] : max;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        x[i] = (float)llamay_exp_d((double)(x[i] - max));
+        sum += x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
 /* Token t's n_used experts, best first (ties to the lower id), and their weights, from its
    router logits, as llama.cpp's build_moe_ffn computes them (in double where ggml sums in
-   double: the softmax's denominator and the renormalising sum). */
+   double: the softmaxes' denominators and the renormalising sum). */
 static void route(const step *st, const llamay_moe *e, int t) {
     const llamay_scratch *s = st->s;
     const int n = e->n_expert, k_used = e->n_used;
@@ -470,16 +484,7 @@ static void route(const step *st, const llamay_moe *e, int t) {
     int32_t *expert = s->expert + (size_t)t * k_used;
     float *weight = s->weight + (size_t)t * k_used;
     if (e->gating == LLAMAY_GATING_SOFTMAX) {
-        /* ggml_soft_max: e^(x - max) in fp32, their sum in double, times 1/sum in fp32 */
-        float max = logits[0];
-        for (int i = 1; i < n; i++) max = logits[i] > max ? logits[i] : max;
-        double sum = 0.0;
-        for (int i = 0; i < n; i++) {
-            logits[i] = (float)llamay_exp_d((double)(logits[i] - max));
-            sum += logits[i];
-        }
-        const float inv = (float)(1.0 / sum);
-        for (int i = 0; i < n; i++) logits[i] *= inv;
+        softmax(logits, n);
     }
     /* the top k: k passes over the experts, each taking the best one not yet taken */
     uint64_t taken[LLAMAY_MAX_EXPERTS / 64] = {0};
@@ -495,15 +500,7 @@ static void route(const step *st, const llamay_moe *e, int t) {
         weight[k] = logits[best];
     }
     if (e->gating == LLAMAY_GATING_SOFTMAX_WEIGHT) {
-        /* the softmax over the chosen logits; the first is their max */
-        const float max = weight[0];
-        double sum = 0.0;
-        for (int k = 0; k < k_used; k++) {
-            weight[k] = (float)llamay_exp_d((double)(weight[k] - max));
-            sum += weight[k];
-        }
-        const float inv = (float)(1.0 / sum);
-        for (int k = 0; k < k_used; k++) weight[k] *= inv;
+        softmax(weight, k_used); /* over the chosen logits */
     }
     if (e->normalize) {
         double sum = 0.0;
