@@ -30,6 +30,9 @@ QK_NORMS = {
     "head": LLAMAY_QK_NORM_HEAD,
     "projection": LLAMAY_QK_NORM_PROJECTION,
 }
+NORMS = {"rms": LLAMAY_NORM_RMS, "layer": LLAMAY_NORM_LAYER}
+GATINGS = {"softmax": LLAMAY_GATING_SOFTMAX, "softmax_weight": LLAMAY_GATING_SOFTMAX_WEIGHT}
+ACTIVATIONS = {"silu": LLAMAY_SILU, "gelu_tanh": LLAMAY_GELU_TANH, "swiglu_oai": LLAMAY_SWIGLU_OAI}
 
 
 cdef const llamay_kernels *_table(int kernel_set):
@@ -68,6 +71,9 @@ cdef class Engine:
 
     cdef llamay_model c
     cdef llamay_layer *layers
+    cdef llamay_moe *moes  # one per layer (unused for dense layers)
+    cdef llamay_weight *expert_weights  # every expert's matrix of every layer
+    cdef int n_expert_weights
     cdef llamay_scratch *scratch
     cdef uint8_t *packed
     cdef PageMemory memory
@@ -96,15 +102,21 @@ cdef class Engine:
         self._keep = []
         memset(&self.c, 0, sizeof(self.c))
         self.layers = <llamay_layer *>calloc(hp.n_layer, sizeof(llamay_layer))
-        if self.layers == NULL:
+        self.moes = <llamay_moe *>calloc(hp.n_layer, sizeof(llamay_moe))
+        self.n_expert_weights = sum(3 * layer.moe.n_expert for layer in spec.layers if layer.moe)
+        self.expert_weights = <llamay_weight *>calloc(max(1, self.n_expert_weights),
+                                                      sizeof(llamay_weight))
+        if self.layers == NULL or self.moes == NULL or self.expert_weights == NULL:
             raise MemoryError()
+        cdef llamay_weight *next_experts = self.expert_weights
 
         c = &self.c
         c.n_embd = hp.n_embd
         c.n_layer = hp.n_layer
         c.n_vocab = spec.n_vocab
         c.head_dim = spec.head_dim
-        c.activation = LLAMAY_GELU_TANH if spec.activation == "gelu_tanh" else LLAMAY_SILU
+        c.activation = ACTIVATIONS[spec.activation]
+        c.norm = NORMS[spec.norm]
         c.norm_eps = hp.norm_eps
         c.attn_scale = hp.attn_scale
         c.attn_softcap = hp.attn_softcap
@@ -132,18 +144,25 @@ cdef class Engine:
             self._linear(&l.o, layer.o, kernel_set)
             l.post_attn_norm = self._floats(layer.post_attn_norm)
             l.ffn_norm = self._floats(layer.ffn_norm)
+            l.has_ffn = layer.has_ffn
             l.fused_gate_up = layer.fused_gate_up
-            if not layer.fused_gate_up:
+            if layer.gate is not None:
                 self._linear(&l.gate, layer.gate, kernel_set)
-            self._linear(&l.up, layer.up, kernel_set)
-            self._linear(&l.down, layer.down, kernel_set)
+            if layer.has_ffn:
+                self._linear(&l.up, layer.up, kernel_set)
+                self._linear(&l.down, layer.down, kernel_set)
             l.post_ffn_norm = self._floats(layer.post_ffn_norm)
+            if layer.moe is not None:
+                next_experts = self._moe(&self.moes[il], layer.moe, kernel_set, next_experts)
+                l.moe = &self.moes[il]
             l.n_head = layer.n_head
             l.n_head_kv = layer.n_head_kv
             l.n_ff = layer.n_ff
             l.window = layer.window
             l.rope = layer.rope
             l.residual_scale = layer.residual_scale
+            l.parallel = layer.parallel
+            l.sinks = self._floats(layer.sinks)
         c.layers = self.layers
         c.kernels = _table(kernel_set)
 
@@ -162,9 +181,13 @@ cdef class Engine:
         llamay_scratch_free(self.scratch)
         free(self.packed)
         free(self.layers)
+        free(self.moes)
+        free(self.expert_weights)
         self.scratch = NULL
         self.packed = NULL
         self.layers = NULL
+        self.moes = NULL
+        self.expert_weights = NULL
 
     cdef const uint8_t *_bytes(self, const uint8_t[::1] data) except NULL:
         self._keep.append(data)
@@ -192,6 +215,53 @@ cdef class Engine:
         l.bias = self._floats(lin.bias)
         return 0
 
+    cdef llamay_weight *_moe(self, llamay_moe *e, object moe, int kernel_set,
+                             llamay_weight *weights) except NULL:
+        """Fills e from a spec Moe; the experts' matrices take 3 * n_expert of `weights`,
+        and the rest is returned."""
+        if not 0 < moe.n_used <= moe.n_expert <= LLAMAY_MAX_EXPERTS:
+            raise UnsupportedModel(
+                f"{moe.router.name}: {moe.n_used} of {moe.n_expert} experts (llamay runs up "
+                f"to {LLAMAY_MAX_EXPERTS})"
+            )
+        cdef int n_expert = moe.n_expert
+        e.n_expert = n_expert
+        e.n_used = moe.n_used
+        e.gating = GATINGS[moe.gating]
+        e.normalize = moe.normalize
+        e.activation = ACTIVATIONS[moe.activation]
+        self._linear(&e.router, moe.router, kernel_set)
+        if moe.shared_gate is not None:
+            self._linear(&e.shared_gate, moe.shared_gate, kernel_set)
+        self._experts(&e.gate, moe.gate, kernel_set, weights)
+        self._experts(&e.up, moe.up, kernel_set, weights + n_expert)
+        self._experts(&e.down, moe.down, kernel_set, weights + 2 * n_expert)
+        return weights + 3 * n_expert
+
+    cdef int _experts(self, llamay_experts *x, object lin, int kernel_set,
+                      llamay_weight *weights) except -1:
+        """One llamay_weight per expert, each pointing at its matrix in the tensor (where
+        packing copies it from, expert by expert)."""
+        cdef const uint8_t[::1] data = lin.tensor.data
+        cdef size_t expert_bytes = <size_t>data.shape[0] // <size_t>lin.n_expert
+        cdef int i
+        for i in range(lin.n_expert):
+            status = llamay_weight_init(&weights[i], &data[0] + i * expert_bytes,
+                                        lin.tensor.type_id, lin.n_rows, lin.n_cols, kernel_set)
+            if status != 0:
+                raise UnsupportedModel(
+                    f"{lin.name}: no matrix multiplication for {lin.tensor.type} weights of "
+                    f"{lin.n_cols} columns"
+                )
+        if weights[0].row_bytes * <size_t>lin.n_rows * <size_t>lin.n_expert != <size_t>data.shape[0]:
+            raise ValueError(
+                f"{lin.name}: {data.shape[0]} bytes for {lin.n_expert} experts of {lin.n_rows} rows"
+            )
+        self._keep.append(data)
+        x.w = weights
+        x.bias = self._floats(None if lin.bias is None else lin.bias.reshape(-1))
+        return 0
+
     cdef int _rope(self, llamay_rope *out, object rope) except -1:
         cdef llamay_rope_params p
         rope_params(&p, rope, self._floats(rope.freq_factors))
@@ -204,26 +274,35 @@ cdef class Engine:
 
     cdef int _pack(self) except -1:
         """Copies every weight matrix into one huge-page region: packed where its kernel reads
-        a packed layout, as it is otherwise (decode streams them all once per token)."""
-        cdef int n = 1 + 7 * self.c.n_layer, i, il
-        cdef llamay_linear **all = <llamay_linear **>malloc(n * sizeof(llamay_linear *))
+        a packed layout, as it is otherwise (decode streams them all once per token). Each
+        matrix's file pages are dropped as it is copied (weights.c), so that no weight is ever
+        held twice: a mixture-of-experts file of 17 GB takes 17 GB, not 34."""
+        cdef int n = 1 + 9 * self.c.n_layer + self.n_expert_weights, i, il, k = 0
+        cdef llamay_weight **all = <llamay_weight **>malloc(n * sizeof(llamay_weight *))
         cdef llamay_layer *l
         cdef size_t total = 0, offset = 0
         if all == NULL:
             raise MemoryError()
         try:
-            all[0] = &self.c.output
+            all[k] = &self.c.output.w
+            k += 1
             for il in range(self.c.n_layer):
                 l = &self.layers[il]
-                all[1 + 7 * il + 0] = &l.q
-                all[1 + 7 * il + 1] = &l.k
-                all[1 + 7 * il + 2] = &l.v
-                all[1 + 7 * il + 3] = &l.o
-                all[1 + 7 * il + 4] = &l.gate
-                all[1 + 7 * il + 5] = &l.up
-                all[1 + 7 * il + 6] = &l.down
-            for i in range(n):  # unused slots (fused projections) are zeros: 0 bytes
-                total += llamay_copy_bytes(&all[i].w)
+                all[k + 0] = &l.q.w
+                all[k + 1] = &l.k.w
+                all[k + 2] = &l.v.w
+                all[k + 3] = &l.o.w
+                all[k + 4] = &l.gate.w
+                all[k + 5] = &l.up.w
+                all[k + 6] = &l.down.w
+                all[k + 7] = &self.moes[il].router.w
+                all[k + 8] = &self.moes[il].shared_gate.w
+                k += 9
+            for i in range(self.n_expert_weights):
+                all[k] = &self.expert_weights[i]
+                k += 1
+            for i in range(n):  # unused slots (fused projections, dense layers) are 0 bytes
+                total += llamay_copy_bytes(all[i])
             self.packed_bytes = total
             if total == 0:
                 return 0
@@ -231,10 +310,10 @@ cdef class Engine:
             if self.packed == NULL:
                 raise MemoryError(f"cannot allocate {total} bytes for the packed weights")
             for i in range(n):
-                if all[i].w.n_rows:
+                if all[i].n_rows:
                     with nogil:
-                        llamay_copy_weight(&all[i].w, self.packed + offset, self.threads)
-                    offset += llamay_copy_bytes(&all[i].w)
+                        llamay_copy_weight(all[i], self.packed + offset, self.threads)
+                    offset += llamay_copy_bytes(all[i])
         finally:
             free(all)
         return 0

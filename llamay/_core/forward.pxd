@@ -29,11 +29,13 @@ cdef extern from "kernels.h" nogil:
     enum:
         LLAMAY_SILU
         LLAMAY_GELU_TANH
+        LLAMAY_SWIGLU_OAI
     ctypedef struct llamay_attention:
         const llamay_pages *kv
         const int32_t *page_table
         int layer, kv_head, n_q, pos, window
         float scale, softcap
+        const float *sinks
         const float *q
         float *out
     ctypedef struct llamay_kernels:
@@ -41,6 +43,8 @@ cdef extern from "kernels.h" nogil:
         int set
         void (*rms_norm)(const float *x, const float *w, int n, float eps,
                          float *out) noexcept nogil
+        void (*layer_norm)(const float *x, const float *w, int n, float eps,
+                           float *out) noexcept nogil
         void (*gated)(int activation, const float *gate, const float *up, int n,
                       float *out) noexcept nogil
         void (*softcap)(float *x, int n, float cap) noexcept nogil
@@ -74,13 +78,28 @@ cdef extern from "weights.h" nogil:
 
 cdef extern from "forward.h" nogil:
     int LLAMAY_MAX_ROPES
+    int LLAMAY_MAX_EXPERTS
     enum:
         LLAMAY_QK_NORM_NONE
         LLAMAY_QK_NORM_HEAD
         LLAMAY_QK_NORM_PROJECTION
+    enum:
+        LLAMAY_NORM_RMS
+        LLAMAY_NORM_LAYER
+    enum:
+        LLAMAY_GATING_SOFTMAX
+        LLAMAY_GATING_SOFTMAX_WEIGHT
     ctypedef struct llamay_linear:
         llamay_weight w
         const float *bias
+    ctypedef struct llamay_experts:
+        llamay_weight *w
+        const float *bias
+    ctypedef struct llamay_moe:
+        int n_expert, n_used, gating, normalize, activation
+        llamay_linear router
+        llamay_experts gate, up, down
+        llamay_linear shared_gate
     ctypedef struct llamay_layer:
         const float *attn_norm
         llamay_linear q, k, v
@@ -91,13 +110,17 @@ cdef extern from "forward.h" nogil:
         llamay_linear o
         const float *post_attn_norm
         const float *ffn_norm
+        int has_ffn
         llamay_linear gate, up, down
         int fused_gate_up
         const float *post_ffn_norm
+        const llamay_moe *moe
         int n_head, n_head_kv, n_ff, window, rope
         float residual_scale
+        int parallel
+        const float *sinks
     ctypedef struct llamay_model:
-        int n_embd, n_layer, n_vocab, head_dim, activation
+        int n_embd, n_layer, n_vocab, head_dim, activation, norm
         float norm_eps, attn_scale, attn_softcap, final_softcap, embd_scale, logit_scale
         const uint8_t *tok_embd
         int tok_embd_type

@@ -13,6 +13,7 @@ from libc.stdint cimport int32_t
 from llamay._core.forward cimport (
     LLAMAY_GELU_TANH,
     LLAMAY_SILU,
+    LLAMAY_SWIGLU_OAI,
     kernels_table,
     llamay_attention,
     llamay_kernels,
@@ -60,23 +61,35 @@ def token_logprobs(const float[:, ::1] logits, const int32_t[::1] targets) -> np
 
 # ---- single kernels, for tests ----
 
-def rms_norm(const float[::1] x, weight, float eps, str kernels="best") -> np.ndarray:
+ACTIVATIONS = {"silu": LLAMAY_SILU, "gelu_tanh": LLAMAY_GELU_TANH, "swiglu_oai": LLAMAY_SWIGLU_OAI}
+
+
+cdef object _norm(bint layer, const float[::1] x, object weight, float eps, str kernels):
     cdef const llamay_kernels *k = _kernels(kernels)
     cdef const float[::1] w
+    cdef const float *w_ptr = NULL
+    if weight is not None:
+        w = weight
+        w_ptr = &w[0]
     out = np.empty(x.shape[0], dtype=np.float32)
     cdef float[::1] o = out
-    if weight is None:
-        k.rms_norm(&x[0], NULL, <int>x.shape[0], eps, &o[0])
-    else:
-        w = weight
-        k.rms_norm(&x[0], &w[0], <int>x.shape[0], eps, &o[0])
+    (k.layer_norm if layer else k.rms_norm)(&x[0], w_ptr, <int>x.shape[0], eps, &o[0])
     return out
 
 
+def rms_norm(const float[::1] x, weight, float eps, str kernels="best") -> np.ndarray:
+    return _norm(False, x, weight, eps, kernels)
+
+
+def layer_norm(const float[::1] x, weight, float eps, str kernels="best") -> np.ndarray:
+    """Cohere's LayerNorm without bias (weight may be None)."""
+    return _norm(True, x, weight, eps, kernels)
+
+
 def gated(str activation, const float[::1] gate, const float[::1] up, str kernels="best"):
-    """act(gate) * up for activation 'silu' or 'gelu_tanh'."""
+    """act(gate) * up for activation 'silu', 'gelu_tanh' or 'swiglu_oai'."""
     cdef const llamay_kernels *k = _kernels(kernels)
-    cdef int act = LLAMAY_GELU_TANH if activation == "gelu_tanh" else LLAMAY_SILU
+    cdef int act = ACTIVATIONS[activation]
     out = np.empty(gate.shape[0], dtype=np.float32)
     cdef float[::1] o = out
     k.gated(act, &gate[0], &up[0], <int>gate.shape[0], &o[0])
@@ -101,9 +114,11 @@ def logsumexp(const float[::1] x, str kernels="best") -> tuple:
 
 def attention(PageMemory memory not None, const int32_t[::1] page_table, int layer, int kv_head,
               const float[:, ::1] q, int pos, int window=0, float scale=1.0, float softcap=0.0,
-              str kernels="best") -> np.ndarray:
-    """Query heads q (n_q, head_dim) at position pos against one KV head of the pages."""
+              str kernels="best", sinks=None) -> np.ndarray:
+    """Query heads q (n_q, head_dim) at position pos against one KV head of the pages; sinks:
+    one logit per query head in the softmax's denominator (or None)."""
     cdef const llamay_kernels *k = _kernels(kernels)
+    cdef const float[::1] sink_view
     cdef llamay_attention a
     cdef const llamay_pages *kv = &memory.c
     cdef Py_ssize_t i
@@ -127,6 +142,12 @@ def attention(PageMemory memory not None, const int32_t[::1] page_table, int lay
     a.window = window
     a.scale = scale
     a.softcap = softcap
+    a.sinks = NULL
+    if sinks is not None:
+        sink_view = np.ascontiguousarray(sinks, dtype=np.float32)
+        if sink_view.shape[0] != q.shape[0]:
+            raise ValueError(f"{sink_view.shape[0]} sinks for {q.shape[0]} query heads")
+        a.sinks = &sink_view[0]
     a.q = &q[0, 0]
     a.out = &o[0, 0]
     k.attention(&a)

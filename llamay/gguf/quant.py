@@ -1,7 +1,8 @@
 """ggml blocks to float32 and back, by type name: typed wrappers over llamay._core.quants.
 
 Every format llamay runs dequantizes here, bit-exact with ggml; quantization covers the formats
-llamay writes or feeds its kernels (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_K).
+llamay writes or feeds its kernels (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_K, and Q4_K,
+Q5_K, Q6_K and MXFP4 as llama-quantize writes them without an importance matrix).
 """
 
 from __future__ import annotations

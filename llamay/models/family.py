@@ -15,6 +15,10 @@ from typing import Any, Literal
 
 Norms = Literal["pre", "post", "pre+post"]
 QKNorm = Literal["none", "head", "projection"]
+NormKind = Literal["rms", "layer"]
+Gating = Literal["softmax", "softmax_weight"]
+ExpertActivation = Literal["silu", "swiglu_oai"]
+SharedExpert = Literal["none", "gated", "plain"]
 
 
 @dataclass(frozen=True)
@@ -25,7 +29,35 @@ class Scales:
     embedding: str | None = None  # multiplies the token embeddings
     residual: str | None = None  # multiplies attention and FFN outputs before each residual add
     attention: str | None = None  # multiplies q.k in place of 1/sqrt(head_dim)
-    logit: str | None = None  # the logits are divided by it
+    logit: str | None = None  # the logits are divided by it (Granite)
+    logit_multiplier: str | None = None  # the logits are multiplied by it (Cohere)
+
+
+@dataclass(frozen=True)
+class Experts:
+    """A mixture-of-experts FFN, as llama.cpp's build_moe_ffn computes it for the family.
+
+    A router (ffn_gate_inp) scores every expert; the n_expert_used best go to work and their
+    outputs are summed, weighted. `gating` says how the weights come about: "softmax" takes the
+    softmax over all experts, then the top k (renormalised to sum 1 where `normalize`: Qwen 3,
+    Mixtral, Granite; as they are: Qwen 2 MoE); "softmax_weight" takes the top k of the raw
+    router logits, then the softmax over those k (gpt-oss).
+    """
+
+    gating: Gating = "softmax"
+    normalize: bool = False
+    # "silu": silu(gate) * up; "swiglu_oai": gpt-oss's clamped SwiGLU (ggml_swiglu_oai, alpha
+    # 1.702, limit 7): min(gate, 7) * sigmoid(1.702 min(gate, 7)) * (clamp(up, -7, 7) + 1).
+    activation: ExpertActivation = "silu"
+    # The key of each expert's FFN width; None: the dense feed_forward_length (Mixtral, Granite).
+    n_ff_key: str | None = "expert_feed_forward_length"
+    # Shared expert: "gated" (Qwen 2 MoE: always there, scaled by sigmoid(ffn_gate_inp_shexp . x)),
+    # "plain" (Granite MoE Shared: there when expert_shared_feed_forward_length > 0, unscaled).
+    shared: SharedExpert = "none"
+    # Biases on the router and on every expert's projections, for the synthetic writer (gpt-oss).
+    biases: bool = False
+    # Llama: experts only where the file says expert_count > 0 (Mixtral); otherwise always.
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -37,9 +69,15 @@ class Family:
     rope_neox: bool = False
     # The FFN's gate activation: silu(gate) * up, or gelu_tanh(gate) * up (Gemma's GeGLU).
     activation: Literal["silu", "gelu_tanh"] = "silu"
-    # Where the RMS norms sit: before attention and FFN ("pre", Llama), on their outputs before
+    # Where the norms sit: before attention and FFN ("pre", Llama), on their outputs before
     # the residual add ("post", OLMo 2), or both (Gemma 2/3).
     norms: Norms = "pre"
+    # Which norm: RMS (almost everyone) or LayerNorm without bias (Cohere: ggml_norm, its eps
+    # read from attention.layer_norm_epsilon). Query/key norms are always RMS.
+    norm: NormKind = "rms"
+    # Cohere: attention and FFN both read the same normed input, and both add to the stream
+    # (x + ffn + attn); no ffn_norm.
+    parallel: bool = False
     # RMS norm of queries and keys before RoPE: over each head (weights of head_dim: Qwen 3,
     # Gemma 3) or over the whole projection (weights of n_head * head_dim: OLMo 2).
     qk_norm: QKNorm = "none"
@@ -56,12 +94,27 @@ class Family:
     output_is_embedding: bool = False
     # set_swa_pattern(n): layer il uses the sliding window iff il % n < n - 1 (0: never).
     swa_period: int = 0
+    # The file may set the period in {arch}.attention.sliding_window_pattern (gpt-oss, Cohere 2,
+    # OLMo 3).
+    swa_period_key: bool = False
     # The window when {arch}.attention.sliding_window is absent (0: no sliding window then).
     swa_default_window: int = 0
     # Gemma 3: sliding layers rotate with base 10000 and no scaling (rope_freq_*_train_swa).
     swa_rope_base: float | None = None
+    # gpt-oss: sliding layers rotate with {arch}.rope.freq_base_swa where the file has it.
+    swa_rope_base_key: bool = False
+    # OLMo 3: sliding layers rotate with the global base and no scaling at all (no YaRN).
+    swa_rope_unscaled: bool = False
     # Layers without RoPE: every n-th layer, il % n == n - 1 (SmolLM3: 4); 0: none.
     nope_period: int = 0
+    # Cohere 2: only the sliding layers rotate; the global ones are NoPE.
+    nope_global: bool = False
+    # Granite: {arch}.rope.scaling.finetuned = false switches RoPE off in every layer.
+    rope_switch: bool = False
+    # gpt-oss: a learned logit per query head (attn_sinks) joins the softmax's denominator.
+    attn_sinks: bool = False
+    # A mixture-of-experts FFN in place of the dense one (None: dense).
+    experts: Experts | None = None
     # Logit soft-caps, cap * tanh(x / cap). None: llama.cpp does not read the key for this
     # architecture; otherwise the default used when the key is absent (0: no cap).
     attn_softcap: float | None = None
@@ -83,3 +136,8 @@ class Family:
     @property
     def post_norms(self) -> bool:
         return self.norms in ("post", "pre+post")
+
+    @property
+    def ffn_norm(self) -> bool:
+        """Whether the FFN has a norm of its own before it (a parallel block shares attention's)."""
+        return self.pre_norms and not self.parallel

@@ -39,7 +39,7 @@ class HParams:
     n_head_kv: tuple[int, ...]
     head_dim_k: int
     head_dim_v: int
-    norm_eps: float
+    norm_eps: float  # of the family's norm (RMS or LayerNorm); query/key RMS norms use it too
     attn_scale: float  # multiplies q·k before the soft-cap and the softmax
     embd_scale: float  # multiplies the token embeddings (1: none)
     residual_scale: float  # multiplies attention and FFN outputs before the residual adds
@@ -48,7 +48,8 @@ class HParams:
     final_softcap: float  # 0: none
     sliding_window: int  # 0: none
     swa_layers: tuple[bool, ...]
-    # RoPE, as llama_context hands it to every layer (sliding layers may differ: swa_rope_*)
+    # RoPE, as llama_context hands it to every layer (sliding layers may differ: swa_*)
+    use_rope: bool  # False: no layer rotates (Granite with rope.scaling.finetuned = false)
     n_rot: int
     freq_base: float
     freq_scale: float
@@ -56,7 +57,13 @@ class HParams:
     swa_freq_scale: float
     ext_factor: float
     attn_factor: float
+    swa_ext_factor: float
+    swa_attn_factor: float
     n_ctx_orig: int
+    # mixture of experts (0: a dense FFN); a shared expert of n_ff_shexp (0: none)
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_shexp: int = 0
 
 
 def from_metadata(metadata: dict[str, Any]) -> HParams:
@@ -101,15 +108,20 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
         attn_factor *= yarn_mscale / (1.0 + 0.1 * math.log(factor))
 
     sliding_window = int(get("attention.sliding_window", family.swa_default_window))
+    period = family.swa_period
+    pattern = metadata.get(f"{arch}.attention.sliding_window_pattern")
+    if family.swa_period_key and isinstance(pattern, (int, np.integer)):
+        period = int(pattern)
     if family.swa_period == 0 or sliding_window <= 0:
         sliding_window = 0
+    # set_swa_pattern(n): n == 0 makes every layer slide
     swa_layers = tuple(
-        sliding_window > 0 and il % family.swa_period < family.swa_period - 1
-        for il in range(n_layer)
+        sliding_window > 0 and (period == 0 or il % period < period - 1) for il in range(n_layer)
     )
 
     scales = family.scales
-    if scales.attention is not None and f"{arch}.{scales.attention}" in metadata:
+    # llama.cpp reads a missing multiplier as 0 and skips a multiplier of 0.
+    if scales.attention is not None and float(metadata.get(f"{arch}.{scales.attention}", 0.0)):
         attn_scale = float(get(scales.attention))
     elif family.layers_of_27b and n_layer == family.layers_of_27b:
         attn_scale = 1.0 / math.sqrt(n_embd // n_head[0])
@@ -120,8 +132,39 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
         embd_scale = float(np.sqrt(np.float32(n_embd)))
     else:
         embd_scale = _scale(get, scales.embedding)
-    # llama.cpp scales the logits by 1.0f / f_logit_scale: the quotient in fp32
+    # Granite scales the logits by 1.0f / f_logit_scale, the quotient in fp32; Cohere by
+    # f_logit_scale itself.
     logit_scale = float(np.float32(1.0) / np.float32(_scale(get, scales.logit)))
+    if scales.logit_multiplier is not None:
+        logit_scale = float(np.float32(_scale(get, scales.logit_multiplier)))
+
+    # Gemma 3 rotates sliding layers with base 10000, unscaled; gpt-oss with rope.freq_base_swa
+    # where the file has it; OLMo 3 with the global base, no scaling and no YaRN.
+    swa_freq_base, swa_freq_scale = freq_base, freq_scale
+    swa_ext_factor, swa_attn_factor = ext_factor, attn_factor
+    if family.swa_rope_base is not None:
+        swa_freq_base, swa_freq_scale = family.swa_rope_base, 1.0
+    if family.swa_rope_base_key:
+        swa_freq_base = float(get("rope.freq_base_swa", freq_base))
+    if family.swa_rope_unscaled:
+        swa_freq_scale, swa_ext_factor, swa_attn_factor = 1.0, 0.0, 1.0
+    # Granite: RoPE on unless rope.scaling.finetuned says false.
+    use_rope = not family.rope_switch or bool(get("rope.scaling.finetuned", True))
+
+    n_expert = n_expert_used = n_ff_shexp = 0
+    experts = family.experts
+    if experts is not None:
+        n_expert = int(get("expert_count", 0 if experts.optional else None))
+        if n_expert:
+            n_expert_used = int(get("expert_used_count"))
+            if not 0 < n_expert_used <= n_expert:
+                raise ModelFormatError(
+                    f"{arch}.expert_used_count is {n_expert_used} for {n_expert} experts"
+                )
+            if experts.shared == "gated":  # Qwen 2 MoE: the dense width when the key is absent
+                n_ff_shexp = int(get("expert_shared_feed_forward_length", 0)) or -1
+            elif experts.shared == "plain":
+                n_ff_shexp = int(get("expert_shared_feed_forward_length", 0))
 
     return HParams(
         arch=arch,
@@ -133,7 +176,13 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
         n_head_kv=n_head_kv,
         head_dim_k=head_dim_k,
         head_dim_v=head_dim_v,
-        norm_eps=float(get("attention.layer_norm_rms_epsilon")),
+        norm_eps=float(
+            get(
+                "attention.layer_norm_epsilon"
+                if family.norm == "layer"
+                else "attention.layer_norm_rms_epsilon"
+            )
+        ),
         attn_scale=attn_scale,
         embd_scale=embd_scale,
         residual_scale=_scale(get, scales.residual),
@@ -142,14 +191,20 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
         final_softcap=_softcap(get, "final_logit_softcapping", family.final_softcap),
         sliding_window=sliding_window,
         swa_layers=swa_layers,
+        use_rope=use_rope,
         n_rot=n_rot,
         freq_base=freq_base,
         freq_scale=freq_scale,
-        swa_freq_base=freq_base if family.swa_rope_base is None else family.swa_rope_base,
-        swa_freq_scale=freq_scale if family.swa_rope_base is None else 1.0,
+        swa_freq_base=swa_freq_base,
+        swa_freq_scale=swa_freq_scale,
         ext_factor=ext_factor,
         attn_factor=attn_factor,
+        swa_ext_factor=swa_ext_factor,
+        swa_attn_factor=swa_attn_factor,
         n_ctx_orig=n_ctx_orig,
+        n_expert=n_expert,
+        n_expert_used=n_expert_used,
+        n_ff_shexp=n_ff_shexp,
     )
 
 
@@ -166,5 +221,6 @@ def _softcap(get, key: str, default: float | None) -> float:
 
 
 def _scale(get, key: str | None) -> float:
-    """A multiplier the family reads from `key`: 1 when it has none or the file lacks it."""
-    return 1.0 if key is None else float(get(key, 1.0))
+    """A multiplier the family reads from `key`: 1 when it has none, or the file lacks it or
+    holds 0 (llama.cpp skips a multiplier of 0)."""
+    return 1.0 if key is None else float(get(key, 1.0)) or 1.0

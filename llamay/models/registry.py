@@ -33,10 +33,19 @@ def _discover() -> dict[str, Family]:
 FAMILIES: dict[str, Family] = _discover()
 SUPPORTED = tuple(sorted(FAMILIES))
 
-_SSM = "state-space and recurrent models (Mamba, RWKV and hybrids) are not supported"
+_SSM = (
+    "state-space, recurrent and hybrid models (Mamba, RWKV, linear-attention hybrids such as "
+    "Jamba, Granite 4 hybrid, LFM2, Qwen3-Next) are not supported: llamay runs attention-only "
+    "transformers"
+)
+_MLA = (
+    "multi-head latent attention (DeepSeek-V2/V3/R1, Kimi-K2 and their relatives) is not "
+    "supported: llamay's KV pages hold one key and one value per head"
+)
 _VISION = "vision encoders and multimodal projectors are not supported (llamay runs text models)"
 
-# general.architecture values llama.cpp knows that llamay declines, with the reason.
+# general.architecture values llama.cpp knows that llamay declines, with the reason (the names
+# are llama.cpp's LLM_ARCH_NAMES, src/llama-arch.cpp).
 DECLINED = {
     **dict.fromkeys(
         (
@@ -51,13 +60,18 @@ DECLINED = {
             "plamo2",
             "granitehybrid",
             "nemotron_h",
+            "nemotron_h_moe",
             "lfm2",
+            "lfm2moe",
             "qwen3next",
+            "qwen35",
+            "qwen35moe",
+            "kimi-linear",
+            "minimax-01",
         ),
         _SSM,
     ),
-    "deepseek2": "DeepSeek-V2/V3 (multi-head latent attention) are not supported",
-    "deepseek3": "DeepSeek-V2/V3 (multi-head latent attention) are not supported",
+    **dict.fromkeys(("deepseek2", "deepseek3", "deepseek32", "minicpm3", "plm", "glm-dsa"), _MLA),
     **dict.fromkeys(("clip", "mllama", "llava", "siglip"), _VISION),
 }
 

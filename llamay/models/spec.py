@@ -16,7 +16,7 @@ import numpy as np
 
 from llamay.errors import ModelFormatError
 from llamay.gguf import GGUFFile, Tensor
-from llamay.models.family import Family, QKNorm
+from llamay.models.family import ExpertActivation, Family, Gating, NormKind, QKNorm
 from llamay.models.hparams import YARN_BETA_FAST, YARN_BETA_SLOW, HParams
 from llamay.models.tensors import ROLES, Dims, name_of
 
@@ -33,10 +33,45 @@ class Linear:
 
 
 @dataclass(frozen=True)
+class ExpertLinear:
+    """The experts' matrices of one projection: n_expert matrices of n_rows outputs by n_cols
+    inputs, one after another in one tensor (GGUF shape (n_cols, n_rows, n_expert)), and their
+    biases."""
+
+    name: str
+    tensor: Tensor
+    n_expert: int
+    n_rows: int
+    n_cols: int
+    bias: np.ndarray | None  # float32 (n_expert, n_rows)
+
+
+@dataclass(frozen=True)
+class Moe:
+    """A mixture-of-experts FFN (llama.cpp's build_moe_ffn): the router scores the experts, the
+    n_used best run on the token, and their outputs are summed in router-rank order (best first),
+    each times its weight. A shared expert, where the layer has one, is the Block's dense FFN,
+    added after (scaled by sigmoid(shared_gate . x) where there is a shared_gate)."""
+
+    router: Linear  # n_expert rows
+    gate: ExpertLinear
+    up: ExpertLinear
+    down: ExpertLinear
+    n_expert: int
+    n_used: int
+    gating: Gating  # "softmax": softmax, then top k; "softmax_weight": top k, then softmax
+    normalize: bool  # the chosen weights divided by their sum
+    activation: ExpertActivation  # "silu" or gpt-oss's "swiglu_oai"
+    shared_gate: Linear | None  # one row (Qwen 2 MoE)
+
+
+@dataclass(frozen=True)
 class Block:
     """One layer: its weights and the descriptor of how it computes.
 
     None for a norm means the layer has none there: no pre-norm (OLMo 2), no post-norm (Llama).
+    gate, up and down are the dense FFN, or a mixture-of-experts layer's shared expert; all None
+    where an expert layer has none.
     """
 
     attn_norm: np.ndarray | None
@@ -50,15 +85,20 @@ class Block:
     post_attn_norm: np.ndarray | None
     ffn_norm: np.ndarray | None
     gate: Linear | None  # None with a fused [gate; up] in `up`
-    up: Linear
-    down: Linear
+    up: Linear | None
+    down: Linear | None
     post_ffn_norm: np.ndarray | None
     n_head: int
     n_head_kv: int
-    n_ff: int
+    n_ff: int  # of the dense FFN or the shared expert (0: none)
     window: int  # 0: attends to every earlier position
     rope: int  # index into ModelSpec.ropes, or -1 for a layer without RoPE (NoPE)
     residual_scale: float  # multiplies the attention and FFN outputs before each residual add
+    # Cohere: the FFN reads attn_norm's output too, and x + ffn + attn is the layer's output.
+    parallel: bool = False
+    # gpt-oss: one logit per query head, in every softmax's denominator (float32 (n_head,)).
+    sinks: np.ndarray | None = None
+    moe: Moe | None = None
 
     @property
     def fused_qkv(self) -> bool:
@@ -66,7 +106,12 @@ class Block:
 
     @property
     def fused_gate_up(self) -> bool:
-        return self.gate is None
+        return self.gate is None and self.up is not None
+
+    @property
+    def has_ffn(self) -> bool:
+        """Whether the layer has a dense FFN (or a shared expert beside its experts)."""
+        return self.up is not None
 
 
 @dataclass(frozen=True)
@@ -91,6 +136,7 @@ class ModelSpec:
     n_vocab: int
     head_dim: int
     activation: str  # "silu" or "gelu_tanh"
+    norm: NormKind  # "rms", or "layer" (LayerNorm, Cohere) for every norm but q/k norms
     embd_scale: float  # multiplies the token embeddings (1: none)
     logit_scale: float  # multiplies the logits (1: none)
     token_embd: Tensor
@@ -126,6 +172,7 @@ def model_spec(gg: GGUFFile, hp: HParams, n_ctx: int) -> ModelSpec:
         n_vocab=n_vocab,
         head_dim=hp.head_dim_k,
         activation=family.activation,
+        norm=family.norm,
         embd_scale=hp.embd_scale,
         logit_scale=hp.logit_scale,
         token_embd=embd,
@@ -141,19 +188,19 @@ def rope_configs(gg: GGUFFile, hp: HParams, n_ctx: int) -> tuple[Rope, ...]:
     where it differs (Gemma 3)."""
     dims = Dims(1, hp.n_embd, 1, 1, hp.head_dim_k, 1, hp.n_rot, False, "none")
     factors = _rope_factors(_Tensors(gg, hp.family), hp, n_ctx, dims)
-    ropes = [_rope(gg, hp, hp.freq_base, hp.freq_scale, factors)]
-    if any(hp.swa_layers) and (hp.swa_freq_base, hp.swa_freq_scale) != (
-        hp.freq_base,
-        hp.freq_scale,
-    ):
-        ropes.append(_rope(gg, hp, hp.swa_freq_base, hp.swa_freq_scale, factors))
+    ropes = [_rope(gg, hp, hp.freq_base, hp.freq_scale, hp.ext_factor, hp.attn_factor, factors)]
+    swa = (hp.swa_freq_base, hp.swa_freq_scale, hp.swa_ext_factor, hp.swa_attn_factor)
+    if any(hp.swa_layers) and swa != (hp.freq_base, hp.freq_scale, hp.ext_factor, hp.attn_factor):
+        ropes.append(_rope(gg, hp, *swa, factors))
     return tuple(ropes)
 
 
 def layer_rope(hp: HParams, il: int, n_ropes: int) -> int:
     """Which of the model's RoPE configurations layer il uses; -1: none (a NoPE layer)."""
-    period = hp.family.nope_period
-    if period and il % period == period - 1:
+    family, period = hp.family, hp.family.nope_period
+    if not hp.use_rope or (period and il % period == period - 1):
+        return -1
+    if family.nope_global and not hp.swa_layers[il]:
         return -1
     return n_ropes - 1 if hp.swa_layers[il] else 0
 
@@ -166,17 +213,34 @@ def _block(tensors: _Tensors, hp: HParams, il: int, n_vocab: int, n_ropes: int) 
             f"{tensors.path}: layer {il} has {n_head} query heads for {n_head_kv} KV heads; "
             "the query heads must split evenly over the KV heads"
         )
-    down = tensors.matrix(name_of(family, "ffn_down", il), hp.n_embd, None)
+    experts = hp.n_expert > 0
+    shared = experts and hp.n_ff_shexp != 0
+    # the FFN widths, from the tensors that have them as their columns
+    n_ff = n_ff_exp = 0
+    if not experts:
+        n_ff = tensors.matrix(name_of(family, "ffn_down", il), hp.n_embd, None).shape[0]
+    else:
+        n_ff_exp = tensors.shape(name_of(family, "ffn_down_exps", il))[0]
+    if shared:
+        n_ff = tensors.matrix(name_of(family, "ffn_down_shexp", il), hp.n_embd, None).shape[0]
+        if hp.n_ff_shexp > 0 and n_ff != hp.n_ff_shexp:
+            raise ModelFormatError(
+                f"{tensors.path}: layer {il}'s shared expert is {n_ff} wide, but "
+                f"{hp.arch}.expert_shared_feed_forward_length says {hp.n_ff_shexp}"
+            )
     dims = Dims(
         n_vocab=n_vocab,
         n_embd=hp.n_embd,
         n_head=n_head,
         n_head_kv=n_head_kv,
         head_dim=hp.head_dim_k,
-        n_ff=down.shape[0],
+        n_ff=n_ff,
         n_rot=hp.n_rot,
         fused_gate_up=family.fused_gate_up,
         qk_norm=family.qk_norm,
+        n_expert=hp.n_expert,
+        n_ff_exp=n_ff_exp,
+        n_ff_shexp=n_ff,
     )
     fused_qkv = tensors.has(name_of(family, "attn_qkv", il))
     pre, post = family.pre_norms, family.post_norms
@@ -189,6 +253,13 @@ def _block(tensors: _Tensors, hp: HParams, il: int, n_vocab: int, n_ropes: int) 
     def linear(role: str) -> Linear:
         return tensors.linear(role, il, dims)
 
+    if not experts:
+        gate = None if family.fused_gate_up else linear("ffn_gate")
+        up, down = linear("ffn_up"), linear("ffn_down")
+    elif shared:
+        gate, up, down = (linear(role) for role in SHARED)
+    else:
+        gate = up = down = None
     return Block(
         attn_norm=vector("attn_norm", pre),
         q=linear("attn_qkv" if fused_qkv else "attn_q"),
@@ -199,17 +270,44 @@ def _block(tensors: _Tensors, hp: HParams, il: int, n_vocab: int, n_ropes: int) 
         k_norm=vector("attn_k_norm", qk_norm),
         o=linear("attn_output"),
         post_attn_norm=vector("post_attention_norm", post),
-        ffn_norm=vector("ffn_norm", pre),
-        gate=None if family.fused_gate_up else linear("ffn_gate"),
-        up=linear("ffn_up"),
-        down=linear("ffn_down"),
+        ffn_norm=vector("ffn_norm", family.ffn_norm),
+        gate=gate,
+        up=up,
+        down=down,
         post_ffn_norm=vector("post_ffw_norm", post),
         n_head=n_head,
         n_head_kv=n_head_kv,
-        n_ff=dims.n_ff,
+        n_ff=n_ff,
         window=hp.sliding_window if swa else 0,
         rope=layer_rope(hp, il, n_ropes),
         residual_scale=hp.residual_scale,
+        parallel=family.parallel,
+        sinks=vector("attn_sinks", family.attn_sinks),
+        moe=_moe(tensors, hp, il, dims) if experts else None,
+    )
+
+
+SHARED = ("ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp")
+
+
+def _moe(tensors: _Tensors, hp: HParams, il: int, dims: Dims) -> Moe:
+    experts = hp.family.experts
+    assert experts is not None
+    shared_gate = None
+    if experts.shared == "gated":
+        # a vector of n_embd in the file: the one row of a matrix
+        shared_gate = tensors.linear("ffn_gate_inp_shexp", il, dims, rows=1)
+    return Moe(
+        router=tensors.linear("ffn_gate_inp", il, dims),
+        gate=tensors.experts("ffn_gate_exps", il, dims),
+        up=tensors.experts("ffn_up_exps", il, dims),
+        down=tensors.experts("ffn_down_exps", il, dims),
+        n_expert=hp.n_expert,
+        n_used=hp.n_expert_used,
+        gating=experts.gating,
+        normalize=experts.normalize,
+        activation=experts.activation,
+        shared_gate=shared_gate,
     )
 
 
@@ -227,7 +325,15 @@ def _rope_factors(tensors: _Tensors, hp: HParams, n_ctx: int, dims: Dims) -> np.
     return tensors.vector(role, None, dims) if tensors.has(name_of(family, role)) else None
 
 
-def _rope(gg: GGUFFile, hp: HParams, base: float, scale: float, factors: np.ndarray | None) -> Rope:
+def _rope(
+    gg: GGUFFile,
+    hp: HParams,
+    base: float,
+    scale: float,
+    ext_factor: float,
+    attn_factor: float,
+    factors: np.ndarray | None,
+) -> Rope:
     if hp.n_rot > hp.head_dim_k or hp.n_rot % 2:
         raise ModelFormatError(
             f"{gg.path}: RoPE over {hp.n_rot} dimensions of {hp.head_dim_k}-dimensional heads"
@@ -237,8 +343,8 @@ def _rope(gg: GGUFFile, hp: HParams, base: float, scale: float, factors: np.ndar
         neox=hp.family.rope_neox,
         freq_base=base,
         freq_scale=scale,
-        ext_factor=hp.ext_factor,
-        attn_factor=hp.attn_factor,
+        ext_factor=ext_factor,
+        attn_factor=attn_factor,
         beta_fast=YARN_BETA_FAST,
         beta_slow=YARN_BETA_SLOW,
         n_ctx_orig=hp.n_ctx_orig,
@@ -261,6 +367,9 @@ class _Tensors:
         if name not in self._tensors:
             raise ModelFormatError(f"{self.path}: the model has no tensor {name}")
         return self._tensors[name]
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self.get(name).shape
 
     def matrix(self, name: str, n_rows: int | None, n_cols: int | None) -> Tensor:
         """A 2-D tensor of n_rows outputs by n_cols inputs (GGUF shape (n_cols, n_rows))."""
@@ -285,11 +394,45 @@ class _Tensors:
             )
         return np.ascontiguousarray(t.dequantize().reshape(n), dtype=np.float32)
 
-    def linear(self, role: str, il: int | None, dims: Dims) -> Linear:
-        n_rows, n_cols = dims.resolve(ROLES[role].shape)
+    def linear(self, role: str, il: int | None, dims: Dims, rows: int | None = None) -> Linear:
+        """The role's matrix and bias; `rows`: a vector role read as a matrix of that many rows."""
         name = name_of(self.family, role, il)
-        weight = self.matrix(name, n_rows, n_cols)
+        if rows is not None:
+            (n_values,) = dims.resolve(ROLES[role].shape)
+            n_rows, n_cols = rows, n_values // rows
+            weight = self.get(name)
+            if math.prod(weight.shape) != n_values:
+                raise ModelFormatError(
+                    f"{self.path}: tensor {name} has shape {list(weight.shape)}; expected "
+                    f"{n_values} values"
+                )
+        else:
+            n_rows, n_cols = dims.resolve(ROLES[role].shape)
+            weight = self.matrix(name, n_rows, n_cols)
         has_bias = self.has(name_of(self.family, role, il, "bias"))
         # a matrix role's first symbol is its rows: one bias value each
         bias = self.vector(role, il, dims, "bias") if has_bias else None
         return Linear(name, weight, n_rows, n_cols, bias)
+
+    def experts(self, role: str, il: int, dims: Dims) -> ExpertLinear:
+        """The role's n_expert matrices (GGUF shape (n_cols, n_rows, n_expert)) and biases
+        (GGUF shape (n_rows, n_expert))."""
+        n_expert, n_rows, n_cols = dims.resolve(ROLES[role].shape)
+        name = name_of(self.family, role, il)
+        t = self.get(name)
+        if t.shape != (n_cols, n_rows, n_expert):
+            raise ModelFormatError(
+                f"{self.path}: tensor {name} has shape {list(t.shape)}; expected "
+                f"[{n_cols}, {n_rows}, {n_expert}] (GGUF order)"
+            )
+        bias = None
+        bias_name = name_of(self.family, role, il, "bias")
+        if self.has(bias_name):
+            b = self.get(bias_name)
+            if b.shape != (n_rows, n_expert):
+                raise ModelFormatError(
+                    f"{self.path}: tensor {bias_name} has shape {list(b.shape)}; expected "
+                    f"[{n_rows}, {n_expert}] (GGUF order)"
+                )
+            bias = np.ascontiguousarray(b.dequantize(), dtype=np.float32)
+        return ExpertLinear(name, t, n_expert, n_rows, n_cols, bias)

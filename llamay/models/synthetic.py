@@ -18,8 +18,13 @@ from typing import Any
 import numpy as np
 
 from llamay import gguf
+from llamay.gguf import Typed, ValueType
 from llamay.models.registry import FAMILIES
 from llamay.models.tensors import ROLES, Dims, layer_roles, name_of
+
+# Tensors a real file keeps in float32 whatever its type: convert_hf_to_gguf.py writes the
+# router so, and llama-quantize leaves it (and every vector) as it is.
+_ALWAYS_F32 = ("ffn_gate_inp",)
 
 # llama_token_type values
 _NORMAL, _UNKNOWN, _CONTROL, _BYTE = 1, 2, 3, 6
@@ -57,12 +62,34 @@ def write_model(
     weight_type: str = "F32",
     metadata: dict[str, Any] | None = None,
     seed: int = 0,
+    n_expert: int = 0,
+    n_expert_used: int = 0,
+    n_ff_exp: int | None = None,
+    n_ff_shexp: int | None = None,
+    output: bool | None = None,
 ) -> Path:
     """A random model of architecture `arch` with every tensor a file of its family has
     (models/tensors.py: the table the loader reads by), biases where the family has them,
-    matrices of `weight_type` (quantized by the writer), norms and biases in F32, the `vocab`
-    metadata (see `vocabulary`), the family's example metadata, and `metadata` on top."""
+    matrices of `weight_type` (quantized by the writer), norms, biases and the router in F32,
+    the `vocab` metadata (see `vocabulary`), the family's example metadata, and `metadata` on
+    top.
+
+    Mixture-of-experts families get `n_expert` experts (the family's default: 8), of which
+    `n_expert_used` (2) run per token, each `n_ff_exp` wide (n_ff where the family keeps the
+    expert width in feed_forward_length); a shared expert of `n_ff_shexp` (n_ff) where the
+    family has one (Granite's only when n_ff_shexp is given). `output`: whether to write output.weight (default: unless the family ties
+    it to the embeddings)."""
     family = FAMILIES[arch]
+    experts = family.experts
+    if experts is not None and not (experts.optional and n_expert == 0):
+        n_expert, n_expert_used = n_expert or 8, n_expert_used or 2
+        n_ff_exp = n_ff if experts.n_ff_key is None else (n_ff_exp or n_ff)
+        # Qwen 2 MoE always has its shared expert (n_ff wide by default); Granite only when
+        # the file gives it a width
+        shared = experts.shared == "gated" or (experts.shared == "plain" and bool(n_ff_shexp))
+        n_ff_shexp = (n_ff_shexp or n_ff) if shared else 0
+    else:
+        n_expert, n_ff_exp, n_ff_shexp, shared = 0, 0, 0, False
     rng = np.random.default_rng(seed)
     dims = Dims(
         n_vocab=len(vocab["tokenizer.ggml.tokens"]),
@@ -74,30 +101,50 @@ def write_model(
         n_rot=head_dim,
         fused_gate_up=family.fused_gate_up,
         qk_norm=family.qk_norm,
+        n_expert=n_expert,
+        n_ff_exp=n_ff_exp or 0,
+        n_ff_shexp=n_ff_shexp or 0,
     )
 
     def random(role: str, scale: float = 0.25) -> Any:
         shape = dims.resolve(ROLES[role].shape)
-        if not ROLES[role].is_matrix:
+        if role == "attn_sinks":  # logits of the same order as the attention scores
+            return (0.5 + rng.standard_normal(shape)).astype(np.float32)
+        if role == "ffn_gate_inp_shexp":  # a matrix row: sigmoid(w . x) of order one
+            return (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+        if len(shape) == 1:
             return (1.0 + 0.2 * rng.standard_normal(shape)).astype(np.float32)
         # Scaled so that activations stay of order one through the layers.
-        rows, cols = shape
-        w = (rng.standard_normal((rows, cols)) * scale / np.sqrt(cols) * 4).astype(np.float32)
-        return w if weight_type == "F32" else (weight_type, w)
+        cols = shape[-1]
+        w = (rng.standard_normal(shape) * scale / np.sqrt(cols) * 4).astype(np.float32)
+        return w if weight_type == "F32" or role in _ALWAYS_F32 else (weight_type, w)
+
+    def bias(role: str) -> np.ndarray:
+        # one value per output row: every dimension of the role's shape but the last
+        rows = dims.resolve(ROLES[role].shape[:-1])
+        return (0.1 * rng.standard_normal(rows)).astype(np.float32)
 
     tensors: dict[str, Any] = {
         name_of(family, "token_embd"): random("token_embd", 1.0),
         name_of(family, "output_norm"): random("output_norm"),
     }
-    if not family.output_is_embedding:
+    if (not family.output_is_embedding) if output is None else output:
         tensors[name_of(family, "output")] = random("output")
+    expert_biases = experts is not None and experts.biases
     for il in range(n_layer):
-        for role in layer_roles(family):
+        for role in layer_roles(family, n_expert > 0, shared):
             tensors[name_of(family, role, il)] = random(role)
-            if role in family.biases:
-                (rows,) = dims.resolve(ROLES[role].shape[:1])
-                bias = (0.1 * rng.standard_normal(rows)).astype(np.float32)
-                tensors[name_of(family, role, il, "bias")] = bias
+            moe_role = role == "ffn_gate_inp" or role.endswith("_exps")
+            if role in family.biases or (expert_biases and moe_role):
+                tensors[name_of(family, role, il, "bias")] = bias(role)
+    eps_key = "layer_norm_epsilon" if family.norm == "layer" else "layer_norm_rms_epsilon"
+    moe_meta: dict[str, Any] = {}
+    if n_expert:
+        moe_meta = {f"{arch}.expert_count": n_expert, f"{arch}.expert_used_count": n_expert_used}
+        if experts.n_ff_key is not None:
+            moe_meta[f"{arch}.{experts.n_ff_key}"] = n_ff_exp
+        if shared:
+            moe_meta[f"{arch}.expert_shared_feed_forward_length"] = n_ff_shexp
     meta = {
         "general.architecture": arch,
         f"{arch}.context_length": context_length,
@@ -108,12 +155,21 @@ def write_model(
         f"{arch}.attention.head_count_kv": n_head_kv,
         f"{arch}.attention.key_length": head_dim,
         f"{arch}.attention.value_length": head_dim,
-        f"{arch}.attention.layer_norm_rms_epsilon": 1e-6,
+        f"{arch}.attention.{eps_key}": 1e-6 if family.norm == "rms" else 1e-5,
+        **moe_meta,
         **{f"{arch}.{key}": value for key, value in family.example_metadata.items()},
         **vocab,
         **(metadata or {}),
     }
-    return gguf.write(path, meta, tensors)
+    return gguf.write(path, {key: _typed(value) for key, value in meta.items()}, tensors)
+
+
+def _typed(value: Any) -> Any:
+    """Counts, lengths and token ids as the UINT32 that real files (and llama.cpp's loader,
+    which checks) have; everything else as the writer types it (FLOAT32, BOOL, STRING...)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 32:
+        return Typed(value, ValueType.UINT32)
+    return value
 
 
 # The built-in model's pieces: letters and a few common English pieces, so that text tokenizes
@@ -154,3 +210,44 @@ def write_builtin(path: str | os.PathLike[str], seed: int = 0) -> Path:
         },
         seed=seed,
     )
+
+
+def requantize(
+    source: str | os.PathLike[str],
+    path: str | os.PathLike[str],
+    weight_type: str,
+    types: dict[str, str] | None = None,
+) -> Path:
+    """The model in `source` with its weight matrices (and experts) quantized to `weight_type`
+    from their values there, as llama-quantize does with a pure type: vectors, biases, and what
+    real files keep in float32 (the router), stay as they are; `types` names a type per tensor
+    instead (a mixture such as Q4_K_M: the types llama-quantize chose). The metadata is copied
+    with its types, general.file_type set to `weight_type`'s llama_ftype.
+
+    From an F16 file this gives the tensor bytes llama-quantize gives: Q8_0, Q4_K, Q5_K, Q6_K,
+    Q5_0 and MXFP4 are ggml's quantizers without an importance matrix (tests/data/families
+    checks it)."""
+    gg = gguf.read(source)
+    tensors: dict[str, Any] = {}
+    for name, t in gg.tensors.items():
+        role = name.rsplit(".", 2)[-2]
+        keep = len(t.shape) == 1 or not name.endswith(".weight") or role in _ALWAYS_F32
+        target = types.get(name, t.type) if types is not None else (t.type if keep else weight_type)
+        tensors[name] = t if target == t.type else (target, t.dequantize())
+    metadata = gg.typed_metadata()
+    metadata["general.file_type"] = Typed(FILE_TYPES[weight_type], ValueType.UINT32)
+    return gguf.write(path, metadata, tensors)
+
+
+# llama_ftype (llama.h), for general.file_type
+FILE_TYPES = {
+    "F32": 0,
+    "F16": 1,
+    "Q4_0": 2,
+    "Q4_1": 3,
+    "Q8_0": 7,
+    "Q5_0": 8,
+    "Q5_1": 9,
+    "Q4_K_M": 15,
+    "MXFP4_MOE": 38,
+}

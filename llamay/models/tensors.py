@@ -6,8 +6,9 @@ has follows from its family and its block (pre- or post-norms, q/k norms, fused 
 spec.py looks tensors up here and checks their shapes; synthetic.py writes exactly these
 tensors, so a synthetic file of a family holds what a real one does.
 
-Shapes are numpy order (rows first: a matrix is outputs x inputs), in symbols that `Dims`
-resolves: the GGUF shape is the reverse.
+Shapes are numpy order (rows first: a matrix is outputs x inputs; the experts of a
+mixture-of-experts FFN are one tensor of n_expert matrices, each stored whole), in symbols that
+`Dims` resolves: the GGUF shape is the reverse.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ class Role:
     @property
     def is_matrix(self) -> bool:
         return len(self.shape) == 2
+
+    @property
+    def is_experts(self) -> bool:
+        return len(self.shape) == 3
 
 
 ROLES: dict[str, Role] = {
@@ -50,6 +55,16 @@ ROLES: dict[str, Role] = {
     "ffn_up": Role("blk.{il}.ffn_up", ("n_up", "n_embd")),
     "ffn_down": Role("blk.{il}.ffn_down", ("n_embd", "n_ff")),
     "post_ffw_norm": Role("blk.{il}.post_ffw_norm", ("n_embd",)),
+    "attn_sinks": Role("blk.{il}.attn_sinks", ("n_head",)),
+    # mixture of experts: the router, the experts, the shared expert and its gate
+    "ffn_gate_inp": Role("blk.{il}.ffn_gate_inp", ("n_expert", "n_embd")),
+    "ffn_gate_exps": Role("blk.{il}.ffn_gate_exps", ("n_expert", "n_ff_exp", "n_embd")),
+    "ffn_up_exps": Role("blk.{il}.ffn_up_exps", ("n_expert", "n_ff_exp", "n_embd")),
+    "ffn_down_exps": Role("blk.{il}.ffn_down_exps", ("n_expert", "n_embd", "n_ff_exp")),
+    "ffn_gate_inp_shexp": Role("blk.{il}.ffn_gate_inp_shexp", ("n_embd",)),
+    "ffn_gate_shexp": Role("blk.{il}.ffn_gate_shexp", ("n_ff_shexp", "n_embd")),
+    "ffn_up_shexp": Role("blk.{il}.ffn_up_shexp", ("n_ff_shexp", "n_embd")),
+    "ffn_down_shexp": Role("blk.{il}.ffn_down_shexp", ("n_embd", "n_ff_shexp")),
 }
 
 
@@ -65,24 +80,38 @@ def attention_roles(family: Family) -> tuple[str, ...]:
     roles += ["attn_qkv"] if family.fused_qkv else ["attn_q", "attn_k", "attn_v"]
     if family.qk_norm != "none":
         roles += ["attn_q_norm", "attn_k_norm"]
+    if family.attn_sinks:
+        roles.append("attn_sinks")
     roles.append("attn_output")
     if family.post_norms:
         roles.append("post_attention_norm")
     return tuple(roles)
 
 
-def ffn_roles(family: Family) -> tuple[str, ...]:
-    """The roles of a layer's feed-forward block."""
-    roles = ["ffn_norm"] if family.pre_norms else []
-    roles += ["ffn_up"] if family.fused_gate_up else ["ffn_gate", "ffn_up"]
-    roles.append("ffn_down")
+EXPERT_ROLES = ("ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
+SHARED_ROLES = ("ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp")
+
+
+def ffn_roles(family: Family, experts: bool = False, shared: bool = False) -> tuple[str, ...]:
+    """The roles of a layer's feed-forward block: dense, or (`experts`) a router and its
+    experts, with a shared expert where `shared` (and its gate where the family has one)."""
+    roles = ["ffn_norm"] if family.ffn_norm else []
+    if experts:
+        roles += EXPERT_ROLES
+        if shared:
+            roles += SHARED_ROLES
+            if family.experts is not None and family.experts.shared == "gated":
+                roles.append("ffn_gate_inp_shexp")
+    else:
+        roles += ["ffn_up"] if family.fused_gate_up else ["ffn_gate", "ffn_up"]
+        roles.append("ffn_down")
     if family.post_norms:
         roles.append("post_ffw_norm")
     return tuple(roles)
 
 
-def layer_roles(family: Family) -> tuple[str, ...]:
-    return attention_roles(family) + ffn_roles(family)
+def layer_roles(family: Family, experts: bool = False, shared: bool = False) -> tuple[str, ...]:
+    return attention_roles(family) + ffn_roles(family, experts, shared)
 
 
 @dataclass(frozen=True)
@@ -98,6 +127,9 @@ class Dims:
     n_rot: int
     fused_gate_up: bool
     qk_norm: str
+    n_expert: int = 0
+    n_ff_exp: int = 0
+    n_ff_shexp: int = 0
 
     def resolve(self, shape: tuple[str, ...]) -> tuple[int, ...]:
         n_q, n_kv = self.n_head * self.head_dim, self.n_head_kv * self.head_dim
@@ -105,6 +137,7 @@ class Dims:
         values = {
             "n_vocab": self.n_vocab,
             "n_embd": self.n_embd,
+            "n_head": self.n_head,
             "n_q": n_q,
             "n_kv": n_kv,
             "n_qkv": n_q + 2 * n_kv,
@@ -113,5 +146,8 @@ class Dims:
             "n_ff": self.n_ff,
             "n_up": 2 * self.n_ff if self.fused_gate_up else self.n_ff,
             "n_rot_half": self.n_rot // 2,
+            "n_expert": self.n_expert,
+            "n_ff_exp": self.n_ff_exp,
+            "n_ff_shexp": self.n_ff_shexp,
         }
         return tuple(values[symbol] for symbol in shape)

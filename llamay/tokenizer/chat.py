@@ -97,7 +97,8 @@ class ChatTemplate:
 
     @classmethod
     def builtin(cls, name: str, bos_token: str = "", eos_token: str = "") -> ChatTemplate:
-        """One of the built-in templates: chatml, gemma, llama2, llama3, mistral, phi3, qwen."""
+        """One of the built-in templates: chatml, gemma, harmony, llama2, llama3, mistral, phi3,
+        qwen."""
         if name not in BUILTIN_TEMPLATES:
             raise ChatTemplateError(
                 f"no built-in chat template named {name!r}; "

@@ -4,7 +4,12 @@ Each renders its family's format as the family's own Hugging Face template does 
 them, conversation by conversation): chatml `<|im_start|>role\n...<|im_end|>\n`; qwen, chatml with
 Qwen2's default system prompt; llama2 `[INST] <<SYS>>...`; llama3 `<|start_header_id|>`; gemma
 `<start_of_turn>`, with the system prompt folded into the first user turn; mistral `[INST]...[/INST]`
-(Mistral 7B v0.3); phi3 `<|user|>\n...<|end|>\n`.
+(Mistral 7B v0.3); phi3 `<|user|>\n...<|end|>\n`; harmony, gpt-oss's
+`<|start|>role<|message|>...<|end|>`, as the template its real files carry renders it: a system
+turn (identity, knowledge cutoff, date, `Reasoning: medium` unless `reasoning_effort` says
+otherwise, the valid channels), the conversation's system prompt and tools in a developer turn,
+answers in the `final` channel, tool calls to `functions.NAME` in `commentary`, and a bare
+`<|start|>assistant` to generate from.
 
 Tools follow the family where it has a format of its own (llama3: JSON calls and `ipython` results,
 Llama 3.1's; mistral: `[AVAILABLE_TOOLS]`, `[TOOL_CALLS]`, `[TOOL_RESULTS]`). The others use the
@@ -248,6 +253,87 @@ _PHI3 = (
 """
 )
 
+# gpt-oss's Harmony format. Tool parameters are rendered as the TypeScript-like signatures the
+# model was trained on (one level: nested objects and unions read as `object` and `any`).
+_HARMONY = (
+    _PRELUDE
+    + r"""
+{%- macro ts_type(spec) -%}
+    {%- if spec.type == "string" and spec.enum -%}
+        {{- '"' + spec.enum | join('" | "') + '"' }}
+    {%- elif spec.type in ("number", "integer") -%}
+        {{- "number" }}
+    {%- elif spec.type in ("string", "boolean", "object") -%}
+        {{- spec.type }}
+    {%- elif spec.type == "array" -%}
+        {{- (ts_type(spec["items"]) if spec["items"] is defined else "any") + "[]" }}
+    {%- else -%}
+        {{- "any" }}
+    {%- endif -%}
+{%- endmacro %}
+{%- set channels = namespace(tool=none) %}
+{{- "<|start|>system<|message|>" + (model_identity if model_identity is defined else "You are ChatGPT, a large language model trained by OpenAI.") + "\n" }}
+{{- "Knowledge cutoff: 2024-06\nCurrent date: " + strftime_now("%Y-%m-%d") + "\n\n" }}
+{{- "Reasoning: " + (reasoning_effort if reasoning_effort is defined else "medium") + "\n\n" }}
+{{- "# Valid channels: analysis, commentary, final. Channel must be included for every message." }}
+{{- "\nCalls to these tools must go to the commentary channel: 'functions'." if tools else "" }}
+{{- "<|end|>" }}
+{%- if system is not none or tools %}
+    {{- "<|start|>developer<|message|>" }}
+    {%- if system is not none %}
+        {{- "# Instructions\n\n" + system + "\n\n" }}
+    {%- endif %}
+    {%- if tools %}
+        {{- "# Tools\n\n## functions\n\nnamespace functions {\n\n" }}
+        {%- for tool in tools %}
+            {%- set function = tool.function if tool.function is defined else tool %}
+            {{- "// " + (function.description or "") + "\ntype " + function.name + " = " }}
+            {%- set parameters = function.parameters or {} %}
+            {%- if parameters.properties %}
+                {{- "(_: {\n" }}
+                {%- for name, spec in parameters.properties.items() %}
+                    {{- ("// " + spec.description + "\n") if spec.description else "" }}
+                    {{- name + ("" if name in (parameters.required or []) else "?") + ": " + ts_type(spec) }}
+                    {{- (", // default: " + spec.default | tojson) if spec.default is defined else "" }}
+                    {{- ",\n" }}
+                {%- endfor %}
+                {{- "}) => any;\n\n" }}
+            {%- else %}
+                {{- "() => any;\n\n" }}
+            {%- endif %}
+        {%- endfor %}
+        {{- "} // namespace functions" }}
+    {%- endif %}
+    {{- "<|end|>" }}
+{%- endif %}
+{%- for message in loop_messages %}
+    {%- if message.role == "user" %}
+        {{- "<|start|>user<|message|>" + message.content + "<|end|>" }}
+    {%- elif message.role == "assistant" and message.tool_calls %}
+        {%- set call = message.tool_calls[0].function if message.tool_calls[0].function is defined else message.tool_calls[0] %}
+        {{- "<|start|>assistant to=functions." + call.name + "<|channel|>commentary json<|message|>" }}
+        {{- call.arguments if call.arguments is string else call.arguments | tojson }}
+        {{- "<|call|>" }}
+        {%- set channels.tool = call.name %}
+    {%- elif message.role == "assistant" %}
+        {#- the last turn of a finished conversation ends the generation; earlier ones a turn #}
+        {{- "<|start|>assistant<|channel|>final<|message|>" + message.content }}
+        {{- "<|return|>" if loop.last and not add_generation_prompt else "<|end|>" }}
+    {%- elif message.role == "tool" %}
+        {%- if channels.tool is none %}
+            {{- raise_exception("a tool result must follow an assistant message with a tool call") }}
+        {%- endif %}
+        {{- "<|start|>functions." + channels.tool + " to=assistant<|channel|>commentary<|message|>" + message.content | tojson + "<|end|>" }}
+    {%- elif message.role != "system" %}
+        {{- unknown_role("harmony", message) }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- "<|start|>assistant" }}
+{%- endif %}
+"""
+)
+
 BUILTIN_TEMPLATES: dict[str, str] = {
     "chatml": _CHATML,
     "gemma": _GEMMA,
@@ -256,6 +342,7 @@ BUILTIN_TEMPLATES: dict[str, str] = {
     "mistral": _MISTRAL,
     "phi3": _PHI3,
     "qwen": _QWEN,
+    "harmony": _HARMONY,
 }
 
 # Families whose architecture names them outright.
@@ -271,6 +358,7 @@ _BY_ARCHITECTURE = {
     "qwen3": "chatml",  # Qwen 3 dropped the default system prompt
     "qwen3moe": "chatml",
     "phi3": "phi3",
+    "gpt-oss": "harmony",
 }
 
 # For the rest (a `llama` file may be Llama 2, Llama 3 or Mistral), the turn markers the vocabulary

@@ -4,7 +4,9 @@ Tiny random models with F32 weights and an F32 KV cache: the CPU backend quantiz
 there, so its log-probabilities must equal the reference's to fp32 rounding. We allow 1e-4
 (what we see is 2e-6 to 8e-6: fp32 sums over 64-96 terms, our exp/tanh within 2 ulp) and check,
 for every feature a file switches on, that dropping it from the reference moves the result by
-more than 100 times that: the test sees the feature.
+more than 100 times that: the test sees the feature. The families of issue 15 (NEW_CASES: the
+mixtures of experts, Granite, OLMo 2 and 3, SmolLM3, Cohere 2, gpt-oss) switch their features
+off in the reference itself (tests/helpers/drops.py).
 
 The synthetic models trained by the llama.cpp project's tools (tests/data/synth, Q8_0 weights,
 F16 KV): the CPU backend, like llama.cpp, quantizes activations to 8 bits and stores K/V in
@@ -23,6 +25,7 @@ import pytest
 import llamay
 from llamay.backends.reference.forward import log_softmax
 
+from helpers.drops import dropped
 from helpers.perplexity import perplexity
 from helpers.tiny import write_tiny
 
@@ -68,6 +71,63 @@ CASES = {
 }
 PROMPT = [1, *np.random.default_rng(1).integers(3, 64, 69).tolist()]
 
+# The families of issue 15: name -> (architecture, metadata, write_tiny options, the features
+# (tests/helpers/drops.py) whose absence from the reference the test must see).
+YARN = {"rope.scaling.type": "yarn", "rope.scaling.factor": 4.0}
+MOE = {"n_expert": 4, "n_expert_used": 2}
+NEW_CASES = {
+    "granite": (
+        "granite",
+        {"granite.attention.scale": 0.5},  # not 1/sqrt(head_dim) = 0.25
+        {"n_layer": 2},
+        ["embedding scale", "residual scale", "attention scale", "logit scale"],
+    ),
+    "granite-nope": ("granite", {"granite.rope.scaling.finetuned": False}, {}, []),
+    "granitemoe": (
+        "granitemoe",
+        {},
+        {**MOE, "n_ff_shexp": 48},
+        ["shared expert", "renormalisation"],
+    ),
+    "olmo2": ("olmo2", {}, {}, ["post-norms", "q/k norm over the projection"]),
+    "olmo3-window": (
+        "olmo2",
+        {
+            "olmo2.attention.sliding_window": 12,
+            **{f"olmo2.{k}": v for k, v in YARN.items()},
+            "olmo2.rope.scaling.original_context_length": 64,
+        },
+        {"n_layer": 4},
+        ["sliding window", "sliding layers' own RoPE"],
+    ),
+    "smollm3": ("smollm3", {}, {"n_layer": 4}, ["NoPE layers"]),
+    "cohere2": (
+        "cohere2",
+        {"cohere2.attention.sliding_window": 12},
+        {"n_layer": 4},
+        ["parallel block", "NoPE layers", "LayerNorm", "sliding window", "logit scale"],
+    ),
+    "qwen2moe": ("qwen2moe", {}, MOE, ["shared expert", "shared expert gate"]),
+    "qwen3moe": ("qwen3moe", {}, MOE, ["renormalisation"]),
+    "mixtral": ("llama", {}, MOE, ["renormalisation"]),
+    "gpt-oss": (
+        "gpt-oss",
+        {
+            "gpt-oss.attention.sliding_window": 12,
+            "gpt-oss.rope.scaling.original_context_length": 64,
+        },
+        MOE,
+        [
+            "attention sinks",
+            "clamped SwiGLU",
+            "top-k then softmax",
+            "expert and router biases",
+            "sliding window",
+            "YaRN",
+        ],
+    ),
+}
+
 
 def logprobs(path: Path, prompt: list[int] = PROMPT, **load_options) -> np.ndarray:
     model = llamay.load(path, threads=1, kv_type="F32", **load_options)
@@ -99,6 +159,32 @@ def test_tiny_models_match_the_reference(tmp_path, name, page_tokens):
         without = {k: v for k, v in metadata.items() if k != feature}
         other = write_tiny(tmp_path / "other.gguf", arch, n_layer=n_layer, metadata=without)
         assert np.abs(got - logprobs(other, backend="reference")).max() > 100 * TOLERANCE
+
+
+@pytest.mark.parametrize("name", NEW_CASES)
+def test_new_families_match_the_reference(tmp_path, monkeypatch, name):
+    """Each family of issue 15, and each of its features dropped from the reference."""
+    arch, metadata, options, features = NEW_CASES[name]
+    path = write_tiny(tmp_path / "m.gguf", arch, metadata=metadata, **options)
+    got = logprobs(path, page_tokens=16)
+    assert np.abs(got - logprobs(path, backend="reference")).max() < TOLERANCE
+    for feature in features:
+        with monkeypatch.context() as patch:
+            dropped(patch, feature)
+            without = logprobs(path, backend="reference")
+        assert np.abs(got - without).max() > 100 * TOLERANCE, feature
+
+
+def test_granite_rope_switch(tmp_path):
+    """rope.scaling.finetuned = false: no layer rotates (NoPE everywhere)."""
+    off = write_tiny(
+        tmp_path / "off.gguf", "granite", metadata={"granite.rope.scaling.finetuned": False}
+    )
+    on = write_tiny(tmp_path / "on.gguf", "granite")
+    assert np.abs(logprobs(off) - logprobs(on)).max() > 100 * TOLERANCE
+    with pytest.MonkeyPatch.context() as patch:
+        dropped(patch, "NoPE layers")  # every layer back to RoPE
+        assert np.abs(logprobs(on) - logprobs(off)).max() < TOLERANCE
 
 
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])

@@ -32,7 +32,8 @@ def test_elementwise_kernels_match_the_reference_bit_for_bit(kernels, n):
     wide = np.concatenate([values(n, 30.0), [0.0, -0.0, 88.5, -88.5, 1e-30]]).astype(np.float32)
     for args in [(x, w, 1e-6), (x, None, 1e-5)]:
         assert np.array_equal(E.rms_norm(*args, kernels), E.rms_norm(*args, "reference"))
-    for act in ("silu", "gelu_tanh"):
+        assert np.array_equal(E.layer_norm(*args, kernels), E.layer_norm(*args, "reference"))
+    for act in ("silu", "gelu_tanh", "swiglu_oai"):
         assert np.array_equal(
             E.gated(act, wide, np.ones_like(wide), kernels),
             E.gated(act, wide, np.ones_like(wide), "reference"),
@@ -71,6 +72,10 @@ def test_attention_matches_the_reference_bit_for_bit(dtype, kernels):
         q = (RNG.standard_normal((n_q, 32)) * 2).astype(np.float32)
         args = (arena, pages, 1, 1, q, pos, window, 0.3, softcap)
         assert np.array_equal(E.attention(*args, kernels), E.attention(*args, "reference"))
+        sinks = values(n_q, 2.0)
+        assert np.array_equal(
+            E.attention(*args, kernels, sinks=sinks), E.attention(*args, "reference", sinks=sinks)
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -81,6 +86,58 @@ def test_rms_norm_is_ggml_rms_norm_times_the_weight():
     x, w = values(640), values(640, 1.0)
     expected = x / np.sqrt(np.mean(x.astype(np.float64) ** 2) + 1e-6) * w
     np.testing.assert_allclose(E.rms_norm(x, w, 1e-6, "reference"), expected, rtol=2e-6)
+
+
+def test_layer_norm_is_ggml_norm_times_the_weight():
+    """Cohere's LayerNorm: centred, divided by the root of the variance plus eps; the tail of a
+    row that is not a multiple of 16 counts for nothing."""
+    for n in (640, 1001, 5):
+        x, w = values(n) + 4.0, values(n, 1.0)
+        c = x.astype(np.float64) - x.astype(np.float64).mean()
+        expected = c / np.sqrt(np.mean(c**2) + 1e-5) * w
+        # x - mean in fp32: an absolute error of an ulp of x
+        np.testing.assert_allclose(
+            E.layer_norm(x, w, 1e-5, "reference"), expected, rtol=1e-5, atol=3e-6
+        )
+        in_place = E.layer_norm(x, None, 1e-5, "reference")
+        np.testing.assert_allclose(
+            in_place, c / np.sqrt(np.mean(c**2) + 1e-5), rtol=1e-5, atol=3e-6
+        )
+
+
+def test_swiglu_oai_is_gpt_oss_clamped_swiglu():
+    """ggml_swiglu_oai with llama.cpp's alpha 1.702 and limit 7: the gate clamped above at 7,
+    the up projection to [-7, 7], gate * sigmoid(1.702 gate) * (up + 1)."""
+    gate = np.array([-20, -3, -0.5, 0, 0.5, 3, 6.9, 7, 7.1, 30], np.float32)
+    up = np.array([-30, -7.5, -7, -1, 0, 1, 6.9, 7, 8, 30], np.float32)
+    g, u = np.minimum(gate.astype(np.float64), 7), np.clip(up.astype(np.float64), -7, 7)
+    expected = g / (1 + np.exp(-1.702 * g)) * (u + 1)
+    np.testing.assert_allclose(E.gated("swiglu_oai", gate, up, "reference"), expected, rtol=2e-6)
+    # the clamps matter: above 7 the result no longer moves
+    assert (
+        E.gated("swiglu_oai", gate, up, "reference")[-1]
+        == E.gated("swiglu_oai", np.float32([7.0]), np.float32([7.0]), "reference")[0]
+    )
+
+
+def test_attention_sinks_join_the_denominator():
+    """A sink is one more score per head, with no value: softmax over [scores, sink], the sink's
+    share dropped (ggml_soft_max_add_sinks)."""
+    arena = kv_arena("F32", 16)
+    pages = np.arange(4, dtype=np.int32)
+    fill(arena, pages)
+    k = np.concatenate([arena.k_view(p, 1)[1] for p in pages]).astype(np.float64)
+    v = np.concatenate([arena.v_view(p, 1)[1] for p in pages]).astype(np.float64)
+    for pos, window in [(0, 0), (40, 0), (63, 7)]:
+        q = (RNG.standard_normal((3, 32)) * 2).astype(np.float32)
+        sinks = np.array([-1.0, 0.5, 8.0], np.float32)  # the last one takes most of the mass
+        first = max(0, pos - window + 1) if window else 0
+        scores = q.astype(np.float64) @ k[first : pos + 1].T * 0.3
+        full = np.concatenate([scores, sinks[:, None].astype(np.float64)], axis=1)
+        p = np.exp(full - full.max(axis=1, keepdims=True))
+        p = p[:, :-1] / p.sum(axis=1, keepdims=True)
+        got = E.attention(arena, pages, 1, 1, q, pos, window, 0.3, 0.0, "reference", sinks=sinks)
+        np.testing.assert_allclose(got, p @ v[first : pos + 1], rtol=1e-5, atol=2e-6)
 
 
 def test_activations_are_accurate_to_a_few_ulp():

@@ -16,7 +16,7 @@ from llamay.gguf.types import BY_NAME, REFUSED
 # Q8_1 is ggml's activation format for Q4_1/Q5_1 dot products, never a weight: no kernel here.
 NOT_RUN = REFUSED | {"Q8_1"}
 DEQUANTIZED = sorted(name for name in BY_NAME if name not in NOT_RUN)
-QUANTIZED_BY_GGUF_PY = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]
+QUANTIZED_BY_GGUF_PY = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "MXFP4"]
 SIMD_QUANTIZED = ["F16", "Q8_0", "Q8_K"]
 KERNEL_SETS = kernels.kernel_sets()
 SIMD_SETS = [k for k in KERNEL_SETS if k != "reference"]
@@ -386,8 +386,8 @@ def test_wrong_lengths_and_types_are_rejected() -> None:
         kernels.dequantize(q4_k.id, np.zeros(143, np.uint8), 256)
     with pytest.raises(ValueError, match="no kernel for ggml type id 99"):
         kernels.dequantize(99, np.zeros(4, np.uint8), 1)
-    with pytest.raises(ValueError, match="does not quantize to Q4_K; it quantizes to F32, F16"):
-        kernels.quantize(q4_k.id, np.zeros(256, np.float32))
+    with pytest.raises(ValueError, match="does not quantize to Q3_K; it quantizes to F32, F16"):
+        kernels.quantize(BY_NAME["Q3_K"].id, np.zeros(256, np.float32))
     with pytest.raises(ValueError, match="40 elements is not a whole number of Q8_0 blocks"):
         kernels.quantize(q8_0.id, np.zeros(40, np.float32))
     with pytest.raises(ValueError, match="35 bytes is not a whole number of Q8_0 blocks"):
@@ -420,3 +420,14 @@ def test_every_gemma_tensor_dequantizes_like_ggml(gemma_path) -> None:
             assert np.array_equal(got.reshape(-1, row)[start : start + rows_per_piece], expected), (
                 tensor.name
             )
+
+
+@pytest.mark.parametrize("name", ["Q4_K", "Q5_K", "Q6_K", "Q5_0", "MXFP4"])
+def test_quantize_equals_what_llama_quantize_writes(name: str, data_dir) -> None:
+    """ggml_quantize_chunk's bytes (no importance matrix: what llama-quantize writes), computed
+    by llama.cpp's own library on awkward floats (tools/gen_family_references.py): all-zero,
+    constant and non-negative super-blocks, scales from 1e-5 to 1e3."""
+    ref = np.load(data_dir / "quants" / "ggml_quantize.npz")
+    got = kernels.quantize(BY_NAME[name].id, ref["x"], "reference")
+    assert np.array_equal(got, ref[name])
+    assert np.array_equal(quant.quantize(ref["x"], name), ref[name])

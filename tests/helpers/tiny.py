@@ -37,9 +37,11 @@ def write_tiny(
     weight_type: str = "F32",
     metadata: dict[str, Any] | None = None,
     seed: int = 0,
+    **options: Any,
 ) -> Path:
     """A random model of architecture `arch` with every tensor its family uses (biases on q/k/v
-    for qwen2), weights of `weight_type`, extra `metadata` on top of the defaults."""
+    for qwen2), weights of `weight_type`, extra `metadata` on top of the defaults; `options`
+    go to synthetic.write_model (experts: n_expert, n_expert_used, n_ff_shexp...)."""
     return synthetic.write_model(
         path,
         arch,
@@ -54,4 +56,5 @@ def write_tiny(
         weight_type=weight_type,
         metadata=metadata,
         seed=seed,
+        **options,
     )

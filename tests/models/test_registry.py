@@ -30,7 +30,19 @@ def test_supported_architectures_pass(tmp_path, arch):
         ("rwkv6", "RWKV"),
         ("rwkv7", "RWKV"),
         ("jamba", "hybrids"),
+        ("falcon-h1", "hybrids"),
+        ("granitehybrid", "Granite 4 hybrid"),
+        ("nemotron_h", "hybrids"),
+        ("lfm2", "LFM2"),
+        ("lfm2moe", "LFM2"),
+        ("qwen3next", "Qwen3-Next"),
+        ("qwen35moe", "hybrids"),
+        ("kimi-linear", "hybrids"),
+        ("plamo2", "hybrids"),
         ("deepseek2", "DeepSeek-V2/V3"),
+        ("deepseek2", "Kimi-K2"),
+        ("deepseek32", "multi-head latent attention"),
+        ("minicpm3", "multi-head latent attention"),
         ("clip", "vision encoders"),
         ("mllama", "vision encoders"),
     ],
@@ -44,7 +56,8 @@ def test_declined_by_name(tmp_path, arch, reason):
 def test_unknown_architecture_lists_what_runs(tmp_path):
     with pytest.raises(
         UnsupportedModel,
-        match="'bert' is not supported; llamay runs: gemma, gemma2, gemma3, llama, phi3, qwen2",
+        match=r"'bert' is not supported; llamay runs: cohere2, gemma, gemma2, gemma3, gpt-oss, "
+        r"granite, granitemoe, llama, olmo2, phi3, qwen2, qwen2moe, qwen3, qwen3moe, smollm3$",
     ):
         check_supported(model_file(tmp_path, "bert"))
 
@@ -69,3 +82,19 @@ def test_iq1_weights_refused_at_load(tmp_path, name, block):
     tensors = {"blk.0.ffn_up.weight": RawTensor(name, (256, 1), np.zeros(block, np.uint8))}
     with pytest.raises(UnsupportedModel, match=f"{name} weights are not supported"):
         check_supported(model_file(tmp_path, "llama", tensors))
+
+
+def test_docs_list_every_supported_and_refused_architecture():
+    """docs/models.md names each architecture llamay runs (with its real models) and each one
+    it refuses."""
+    from pathlib import Path
+
+    from llamay.models.registry import DECLINED, FAMILIES
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text()
+    for arch, family in FAMILIES.items():
+        assert f"`{arch}`" in docs, arch
+        first_model = family.models.split(",")[0].split(" (")[0]
+        assert first_model.split("/")[0] in docs, (arch, first_model)
+    for arch in DECLINED:
+        assert f"`{arch}`" in docs, arch

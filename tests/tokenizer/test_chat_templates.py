@@ -650,3 +650,66 @@ def test_amplifying_operations_are_refused_before_they_run(source, message):
 def test_ordinary_numbers_and_text_pass_the_guards():
     source = "{{ 10**12 }} {{ 10000000000 | string }} {{ '%5.2f' % 3.14159 }} {{ 'a-b' | replace('-', '+') }} {{ 'ab' * 3 }}"
     assert ChatTemplate(source).render([]) == "1000000000000 10000000000  3.14 a+b ababab"
+
+
+def test_builtin_harmony_is_gpt_oss_format():
+    """gpt-oss's Harmony turns, as the template of its real files renders them: the system
+    turn, the conversation's system prompt and tools in a developer turn, answers in the final
+    channel, a tool call to functions.NAME in commentary and its result from functions.NAME."""
+    import datetime
+
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "calc",
+            "description": "Evaluate an expression",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "expr": {"type": "string", "description": "the expression"},
+                    "digits": {"type": "integer", "default": 3},
+                    "mode": {"type": "string", "enum": ["exact", "float"]},
+                },
+                "required": ["expr"],
+            },
+        },
+    }
+    conversation = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is 2+2?"},
+        {
+            "role": "assistant",
+            "tool_calls": [{"function": {"name": "calc", "arguments": {"expr": "2+2"}}}],
+        },
+        {"role": "tool", "content": "4"},
+        {"role": "assistant", "content": "4."},
+    ]
+    today = datetime.date.today().strftime("%Y-%m-%d")
+    system = (
+        "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+        f"Knowledge cutoff: 2024-06\nCurrent date: {today}\n\nReasoning: {{}}\n\n"
+        "# Valid channels: analysis, commentary, final. Channel must be included for every "
+        "message.{}<|end|>"
+    )
+    template = ChatTemplate.builtin("harmony")
+    assert template.render(conversation, tools=[tool], add_generation_prompt=False) == (
+        system.format(
+            "medium", "\nCalls to these tools must go to the commentary channel: 'functions'."
+        )
+        + "<|start|>developer<|message|># Instructions\n\nBe brief.\n\n# Tools\n\n## functions\n\n"
+        "namespace functions {\n\n// Evaluate an expression\ntype calc = (_: {\n"
+        "// the expression\nexpr: string,\ndigits?: number, // default: 3,\n"
+        'mode?: "exact" | "float",\n}) => any;\n\n} // namespace functions<|end|>'
+        "<|start|>user<|message|>What is 2+2?<|end|>"
+        '<|start|>assistant to=functions.calc<|channel|>commentary json<|message|>{"expr": "2+2"}'
+        "<|call|>"
+        '<|start|>functions.calc to=assistant<|channel|>commentary<|message|>"4"<|end|>'
+        "<|start|>assistant<|channel|>final<|message|>4.<|return|>"
+    )
+    plain = template.render(conversation[1:2], reasoning_effort="high")
+    assert plain == system.format("high", "") + (
+        "<|start|>user<|message|>What is 2+2?<|end|><|start|>assistant"
+    )
+    with pytest.raises(ChatTemplateError, match="tool result must follow"):
+        template.render([{"role": "user", "content": "x"}, {"role": "tool", "content": "4"}])
+    assert guess_builtin("gpt-oss", []) == "harmony"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 
 import llamay
 from llamay.models.synthetic import write_builtin
@@ -18,6 +19,8 @@ from llamay.verify import (
     run_checks,
     token_stream,
 )
+
+from helpers import families
 
 
 def test_the_builtin_model_is_the_same_file_every_time_and_another_seed_changes_it(tmp_path):
@@ -94,3 +97,17 @@ def test_the_thread_check_fails_on_models_that_compute_other_bits(tmp_path):
     assert not check.passed
     assert 0 < check.numbers["max_abs_diff"] < 1
     assert check.numbers["positions"] == SEQUENCE
+
+
+@pytest.mark.parametrize(
+    "name", ["qwen3moe-Q4_K_M", "gpt-oss-MXFP4_MOE", "mixtral-Q8_0", "cohere2-F16"]
+)
+def test_every_check_passes_on_the_new_families(tmp_path, name):
+    """Mixture-of-experts models too: a token's logits do not depend on which other tokens share
+    its step or which experts they chose (batch company, prefill shapes), nor on the threads."""
+    path = families.model_file(name, tmp_path)
+    checks = list(run_checks(path))
+    assert len(checks) == 7
+    assert all(check.passed for check in checks), checks
+    for check in checks[:5]:
+        assert check.numbers["max_abs_diff"] == 0.0

@@ -3,7 +3,13 @@
    Inside the one parallel region, thread i of n owns tokens t with t % n == i for every
    per-token stage (norms, RoPE, KV writes, attention, activations, quantizing activations),
    and a contiguous slice of rows of every weight matrix. A barrier separates a stage from the
-   next one that reads what another thread wrote. No output is ever summed across threads. */
+   next one that reads what another thread wrote. No output is ever summed across threads.
+
+   A mixture-of-experts FFN (moe_ffn) routes each token, then groups the step's (token, expert)
+   assignments by expert (one thread, a counting sort: by expert, then token, then rank), so that
+   each chosen expert multiplies all of its tokens at once, threads splitting its rows, and an
+   expert no token chose is never read; thread i of n owns assignments a with a % n == i for the
+   per-assignment stages. A token's expert outputs are summed in its rank order. */
 #include "forward.h"
 
 #include <stdlib.h>
@@ -12,6 +18,7 @@
 #include <omp.h>
 
 #include "fp16.h"
+#include "mathfn.h"
 #include "matmul_kernels.h"
 #include "quants.h"
 
@@ -29,13 +36,25 @@ enum {
     GATE,    /* the FFN's gate projection, then act(gate) * up in place */
     UP,      /* the FFN's up (or fused [gate; up]: act(gate) * up goes over the gate) */
     COS_SIN, /* RoPE's cos and sin for each of the model's ropes: the sum of their n_rot */
+    FFN,     /* the FFN's output where PROJ holds attention's (parallel) or the experts' sum */
+    ROUTER,  /* the router's logits: n_expert */
+    SHARED,  /* the shared expert's gate logit: 1 */
+    E_GATE,  /* the experts' gate projections, by assignment: n_used x n_ff_exp */
+    E_UP,    /* the experts' up projections, by assignment: n_used x n_ff_exp */
+    E_DOWN,  /* the experts' down projections, by assignment: n_used x n_embd */
     N_BUFFERS
 };
 
 struct llamay_scratch {
     int max_tokens;
     float *f[N_BUFFERS];
-    uint8_t *act[4]; /* quantized activations, one buffer per enum llamay_act_kind */
+    uint8_t *act[4];     /* quantized activations, one buffer per enum llamay_act_kind */
+    uint8_t *moe_act[4]; /* the experts' quantized inputs, by assignment in expert order */
+    /* routing, n_used per token (assignment a = t * n_used + k is token t's k-th best):
+       expert[a], weight[a]; row_of[a] its row in expert order, order[row] the assignment there;
+       start[e] the first row of expert e (n_expert + 1 of them) */
+    int32_t *expert, *row_of, *order, *start;
+    float *weight;
 };
 
 #define ALIGN 64
@@ -44,9 +63,20 @@ static size_t round_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
-static void need_act(size_t act_bytes[4], const llamay_linear *l, int max_tokens) {
-    act_bytes[l->w.act_kind] =
-        max_size(act_bytes[l->w.act_kind], l->w.act_row_bytes * (size_t)max_tokens);
+static void need_act(size_t act_bytes[4], const llamay_weight *w, size_t rows) {
+    act_bytes[w->act_kind] = max_size(act_bytes[w->act_kind], w->act_row_bytes * rows);
+}
+
+/* The most experts and assignments per token of any layer (0 for a dense model). */
+static void moe_sizes(const llamay_model *m, int *max_expert, int *max_used) {
+    *max_expert = *max_used = 0;
+    for (int il = 0; il < m->n_layer; il++) {
+        const llamay_moe *e = m->layers[il].moe;
+        if (e != NULL) {
+            *max_expert = e->n_expert > *max_expert ? e->n_expert : *max_expert;
+            *max_used = e->n_used > *max_used ? e->n_used : *max_used;
+        }
+    }
 }
 
 static int cos_sin_stride(const llamay_model *m) {
@@ -57,43 +87,72 @@ static int cos_sin_stride(const llamay_model *m) {
 
 /* Bytes of every buffer for steps of max_tokens tokens. */
 static void scratch_sizes(const llamay_model *m, int max_tokens, size_t bytes[N_BUFFERS],
-                          size_t act_bytes[4]) {
+                          size_t act_bytes[4], size_t moe_act_bytes[4]) {
     size_t floats[N_BUFFERS] = {0};
+    const size_t T = (size_t)max_tokens;
     memset(act_bytes, 0, 4 * sizeof(size_t));
-    floats[X] = floats[XN] = floats[PROJ] = (size_t)m->n_embd;
+    memset(moe_act_bytes, 0, 4 * sizeof(size_t));
+    floats[X] = floats[XN] = floats[PROJ] = floats[FFN] = (size_t)m->n_embd;
     floats[COS_SIN] = (size_t)cos_sin_stride(m);
     for (int il = 0; il < m->n_layer; il++) {
         const llamay_layer *l = &m->layers[il];
         floats[Q] = max_size(floats[Q], (size_t)l->q.w.n_rows);
         floats[ATTN] = max_size(floats[ATTN], (size_t)l->n_head * m->head_dim);
-        floats[UP] = max_size(floats[UP], (size_t)l->up.w.n_rows);
-        need_act(act_bytes, &l->q, max_tokens);
-        need_act(act_bytes, &l->o, max_tokens);
-        need_act(act_bytes, &l->up, max_tokens);
-        need_act(act_bytes, &l->down, max_tokens);
+        need_act(act_bytes, &l->q.w, T);
+        need_act(act_bytes, &l->o.w, T);
         if (!l->fused_qkv) {
             floats[K] = max_size(floats[K], (size_t)l->k.w.n_rows);
             floats[V] = max_size(floats[V], (size_t)l->v.w.n_rows);
-            need_act(act_bytes, &l->k, max_tokens);
-            need_act(act_bytes, &l->v, max_tokens);
+            need_act(act_bytes, &l->k.w, T);
+            need_act(act_bytes, &l->v.w, T);
         }
-        if (!l->fused_gate_up) {
-            floats[GATE] = max_size(floats[GATE], (size_t)l->gate.w.n_rows);
-            need_act(act_bytes, &l->gate, max_tokens);
+        if (l->has_ffn) {
+            floats[UP] = max_size(floats[UP], (size_t)l->up.w.n_rows);
+            need_act(act_bytes, &l->up.w, T);
+            need_act(act_bytes, &l->down.w, T);
+            if (!l->fused_gate_up) {
+                floats[GATE] = max_size(floats[GATE], (size_t)l->gate.w.n_rows);
+                need_act(act_bytes, &l->gate.w, T);
+            }
+        }
+        const llamay_moe *e = l->moe;
+        if (e != NULL) {
+            const size_t n_ff_exp = (size_t)e->up.w[0].n_rows, used = (size_t)e->n_used;
+            floats[ROUTER] = max_size(floats[ROUTER], (size_t)e->n_expert);
+            floats[E_GATE] = max_size(floats[E_GATE], used * n_ff_exp);
+            floats[E_UP] = max_size(floats[E_UP], used * n_ff_exp);
+            floats[E_DOWN] = max_size(floats[E_DOWN], used * (size_t)m->n_embd);
+            need_act(act_bytes, &e->router.w, T);
+            need_act(moe_act_bytes, &e->gate.w[0], T * used);
+            need_act(moe_act_bytes, &e->up.w[0], T * used);
+            need_act(moe_act_bytes, &e->down.w[0], T * used);
+            if (e->shared_gate.w.n_rows) {
+                floats[SHARED] = 1;
+                need_act(act_bytes, &e->shared_gate.w, T);
+            }
         }
     }
-    need_act(act_bytes, &m->output, max_tokens);
+    need_act(act_bytes, &m->output.w, T);
     for (int i = 0; i < N_BUFFERS; i++) {
-        bytes[i] = round_up(floats[i] * (size_t)max_tokens * sizeof(float));
+        bytes[i] = round_up(floats[i] * T * sizeof(float));
     }
 }
 
+/* Bytes of the routing arrays: four int32 arrays and one float array of max_tokens * max_used,
+   and the experts' starts. */
+static size_t routing_bytes(const llamay_model *m, int max_tokens) {
+    int max_expert, max_used;
+    moe_sizes(m, &max_expert, &max_used);
+    const size_t n = (size_t)max_tokens * (size_t)max_used;
+    return max_used ? 4 * round_up(n * 4) + round_up(((size_t)max_expert + 1) * 4) : 0;
+}
+
 size_t llamay_scratch_bytes(const llamay_model *m, int max_tokens) {
-    size_t bytes[N_BUFFERS], act_bytes[4], total = 0;
-    scratch_sizes(m, max_tokens, bytes, act_bytes);
+    size_t bytes[N_BUFFERS], act_bytes[4], moe_act_bytes[4], total = 0;
+    scratch_sizes(m, max_tokens, bytes, act_bytes, moe_act_bytes);
     for (int i = 0; i < N_BUFFERS; i++) total += bytes[i];
-    for (int k = 0; k < 4; k++) total += round_up(act_bytes[k]);
-    return total;
+    for (int k = 0; k < 4; k++) total += round_up(act_bytes[k]) + round_up(moe_act_bytes[k]);
+    return total + routing_bytes(m, max_tokens);
 }
 
 llamay_scratch *llamay_scratch_new(const llamay_model *m, int max_tokens) {
@@ -102,8 +161,8 @@ llamay_scratch *llamay_scratch_new(const llamay_model *m, int max_tokens) {
         return NULL;
     }
     s->max_tokens = max_tokens;
-    size_t bytes[N_BUFFERS], act_bytes[4];
-    scratch_sizes(m, max_tokens, bytes, act_bytes);
+    size_t bytes[N_BUFFERS], act_bytes[4], moe_act_bytes[4];
+    scratch_sizes(m, max_tokens, bytes, act_bytes, moe_act_bytes);
     int ok = 1;
     for (int i = 0; i < N_BUFFERS; i++) {
         s->f[i] = aligned_alloc(ALIGN, bytes[i] ? bytes[i] : ALIGN);
@@ -114,6 +173,21 @@ llamay_scratch *llamay_scratch_new(const llamay_model *m, int max_tokens) {
             s->act[k] = aligned_alloc(ALIGN, round_up(act_bytes[k]));
             ok = ok && s->act[k] != NULL;
         }
+        if (moe_act_bytes[k]) {
+            s->moe_act[k] = aligned_alloc(ALIGN, round_up(moe_act_bytes[k]));
+            ok = ok && s->moe_act[k] != NULL;
+        }
+    }
+    int max_expert, max_used;
+    moe_sizes(m, &max_expert, &max_used);
+    if (max_used) {
+        const size_t n = round_up((size_t)max_tokens * (size_t)max_used * 4);
+        s->expert = aligned_alloc(ALIGN, n);
+        s->row_of = aligned_alloc(ALIGN, n);
+        s->order = aligned_alloc(ALIGN, n);
+        s->weight = aligned_alloc(ALIGN, n);
+        s->start = aligned_alloc(ALIGN, round_up(((size_t)max_expert + 1) * 4));
+        ok = ok && s->expert && s->row_of && s->order && s->weight && s->start;
     }
     if (!ok) {
         llamay_scratch_free(s);
@@ -127,7 +201,15 @@ void llamay_scratch_free(llamay_scratch *s) {
         return;
     }
     for (int i = 0; i < N_BUFFERS; i++) free(s->f[i]);
-    for (int k = 0; k < 4; k++) free(s->act[k]);
+    for (int k = 0; k < 4; k++) {
+        free(s->act[k]);
+        free(s->moe_act[k]);
+    }
+    free(s->expert);
+    free(s->row_of);
+    free(s->order);
+    free(s->weight);
+    free(s->start);
     free(s);
 }
 
@@ -153,10 +235,10 @@ static void row_slice(const step *st, int n, int *begin, int *end) {
     *end = e < n ? e : n;
 }
 
-/* Quantizes one row of x for l's kernel, into row t of its activation buffer. */
-static void quantize_row(const step *st, const llamay_linear *l, const float *x, int t) {
-    uint8_t *act = st->s->act[l->w.act_kind];
-    llamay_quantize_activations(&l->w, x, 0, 1, act + (size_t)t * l->w.act_row_bytes);
+/* Quantizes one row of x for w's kernel, into row t of its activation buffer. */
+static void quantize_row(const step *st, const llamay_weight *w, const float *x, int t) {
+    uint8_t *act = st->s->act[w->act_kind];
+    llamay_quantize_activations(w, x, 0, 1, act + (size_t)t * w->act_row_bytes);
 }
 
 /* This thread's rows of x @ l^T (+ bias) for n_tokens tokens, out rows l->w.n_rows apart. */
@@ -176,6 +258,21 @@ static void add(float *x, const float *y, int n) {
     for (int i = 0; i < n; i++) x[i] += y[i];
 }
 
+static void scale(float *x, float s, int n) {
+    if (s != 1.0f) {
+        for (int i = 0; i < n; i++) x[i] *= s;
+    }
+}
+
+/* The model's norm (RMS or LayerNorm) of x into out (may be x). */
+static void norm(const llamay_model *m, const float *x, const float *w, float *out) {
+    if (m->norm == LLAMAY_NORM_LAYER) {
+        m->kernels->layer_norm(x, w, m->n_embd, m->norm_eps, out);
+    } else {
+        m->kernels->rms_norm(x, w, m->n_embd, m->norm_eps, out);
+    }
+}
+
 /* Token t's row of the embedding table, dequantized, scaled where the family does. */
 static void embed(const step *st, int t) {
     const llamay_model *m = st->m;
@@ -184,9 +281,7 @@ static void embed(const step *st, int t) {
     float *x = st->s->f[X] + (size_t)t * m->n_embd;
     type->to_float[m->kernels->set](m->tok_embd + (size_t)st->b->tokens[t] * row_bytes, x,
                                     m->n_embd);
-    if (m->embd_scale != 1.0f) {
-        for (int i = 0; i < m->n_embd; i++) x[i] *= m->embd_scale;
-    }
+    scale(x, m->embd_scale, m->n_embd);
 }
 
 /* Token t's RoPE cos and sin for each of the model's ropes, once for all layers. */
@@ -199,38 +294,58 @@ static void rope_angles(const step *st, int t) {
     }
 }
 
+/* The weights that read a layer's normed input, each act kind quantized once (at most: q, k,
+   v, gate, up of a parallel block; the router, the shared gate, the shared expert's gate and
+   up, the experts' gate and up). */
+#define MAX_INPUTS 10
+typedef struct {
+    const llamay_weight *w[MAX_INPUTS];
+    int n;
+} inputs;
+
+static void input(inputs *in, const llamay_weight *w) { in->w[in->n++] = w; }
+
 /* x[t] normed into xn[t] (weight NULL: x[t] as it is) and quantized for the matmuls that read
    it (each act kind once). */
-static void norm_and_quantize(const step *st, const float *weight, int t,
-                              const llamay_linear *const *ls, int n_ls) {
+static void norm_and_quantize(const step *st, const float *weight, int t, const inputs *in) {
     const llamay_model *m = st->m;
     const float *x = st->s->f[X] + (size_t)t * m->n_embd;
     float *xn = st->s->f[XN] + (size_t)t * m->n_embd;
     if (weight != NULL) {
-        m->kernels->rms_norm(x, weight, m->n_embd, m->norm_eps, xn);
+        norm(m, x, weight, xn);
     } else {
         memcpy(xn, x, (size_t)m->n_embd * sizeof(float));
     }
     int done = 0; /* bit per act kind */
-    for (int i = 0; i < n_ls; i++) {
-        if (!(done >> ls[i]->w.act_kind & 1)) {
-            quantize_row(st, ls[i], xn, t);
-            done |= 1 << ls[i]->w.act_kind;
+    for (int i = 0; i < in->n; i++) {
+        if (!(done >> in->w[i]->act_kind & 1)) {
+            quantize_row(st, in->w[i], xn, t);
+            done |= 1 << in->w[i]->act_kind;
         }
     }
 }
 
-static void qkv_inputs(const llamay_layer *l, const llamay_linear *ls[3], int *n) {
-    ls[0] = &l->q;
-    ls[1] = &l->k;
-    ls[2] = &l->v;
-    *n = l->fused_qkv ? 1 : 3;
+static void attention_inputs(const llamay_layer *l, inputs *in) {
+    in->n = 0;
+    input(in, &l->q.w);
+    if (!l->fused_qkv) {
+        input(in, &l->k.w);
+        input(in, &l->v.w);
+    }
 }
 
-static void ffn_inputs(const llamay_layer *l, const llamay_linear *ls[2], int *n) {
-    ls[0] = &l->up;
-    ls[1] = &l->gate;
-    *n = l->fused_gate_up ? 1 : 2;
+static void ffn_inputs(const llamay_layer *l, inputs *in) {
+    if (l->has_ffn) {
+        input(in, &l->up.w);
+        if (!l->fused_gate_up) input(in, &l->gate.w);
+    }
+    const llamay_moe *e = l->moe;
+    if (e != NULL) {
+        input(in, &e->router.w);
+        input(in, &e->gate.w[0]);
+        input(in, &e->up.w[0]);
+        if (e->shared_gate.w.n_rows) input(in, &e->shared_gate.w);
+    }
 }
 
 /* Token t's query and key heads normed and rotated; its K and V rows written to its page. */
@@ -307,12 +422,13 @@ static void attend(const step *st, int il, int t) {
             .window = l->window,
             .scale = m->attn_scale,
             .softcap = m->attn_softcap,
+            .sinks = l->sinks != NULL ? l->sinks + (size_t)g * group : NULL,
             .q = q + (size_t)g * group * D,
             .out = out + (size_t)g * group * D,
         };
         m->kernels->attention(&a);
     }
-    quantize_row(st, &l->o, out, t);
+    quantize_row(st, &l->o.w, out, t);
 }
 
 /* proj[t] (the attention or FFN output) post-normed and scaled where the family does, added to
@@ -321,11 +437,9 @@ static void residual(const step *st, const llamay_layer *l, const float *post_no
     const llamay_model *m = st->m;
     float *proj = st->s->f[PROJ] + (size_t)t * m->n_embd;
     if (post_norm != NULL) {
-        m->kernels->rms_norm(proj, post_norm, m->n_embd, m->norm_eps, proj);
+        norm(m, proj, post_norm, proj);
     }
-    if (l->residual_scale != 1.0f) {
-        for (int i = 0; i < m->n_embd; i++) proj[i] *= l->residual_scale;
-    }
+    scale(proj, l->residual_scale, m->n_embd);
     add(st->s->f[X] + (size_t)t * m->n_embd, proj, m->n_embd);
 }
 
@@ -338,21 +452,238 @@ static void activate(const step *st, const llamay_layer *l, int t) {
         up += l->n_ff;
     }
     st->m->kernels->gated(st->m->activation, gate, up, l->n_ff, gate);
-    quantize_row(st, &l->down, gate, t);
+    quantize_row(st, &l->down.w, gate, t);
 }
 
 #define MY_TOKENS(st, t) for (int t = (st)->thread; t < (st)->b->n_tokens; t += (st)->n_threads)
+/* this thread's assignments (moe_ffn), in expert order */
+#define MY_ROWS(st, i, n) for (int i = (st)->thread; i < (n); i += (st)->n_threads)
+
+/* ---- mixture of experts ---- */
+
+/* ggml_soft_max over n values, in place: e^(x - max) in fp32, their sum in double, times
+   1/sum in fp32. */
+static void softmax(float *x, int n) {
+    float max = x[0];
+    for (int i = 1; i < n; i++) max = x[i] > max ? x[i] : max;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        x[i] = (float)llamay_exp_d((double)(x[i] - max));
+        sum += x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+/* Token t's n_used experts, best first (ties to the lower id), and their weights, from its
+   router logits, as llama.cpp's build_moe_ffn computes them (in double where ggml sums in
+   double: the softmaxes' denominators and the renormalising sum). */
+static void route(const step *st, const llamay_moe *e, int t) {
+    const llamay_scratch *s = st->s;
+    const int n = e->n_expert, k_used = e->n_used;
+    float *logits = s->f[ROUTER] + (size_t)t * n;
+    int32_t *expert = s->expert + (size_t)t * k_used;
+    float *weight = s->weight + (size_t)t * k_used;
+    if (e->gating == LLAMAY_GATING_SOFTMAX) {
+        softmax(logits, n);
+    }
+    /* the top k: k passes over the experts, each taking the best one not yet taken */
+    uint64_t taken[LLAMAY_MAX_EXPERTS / 64] = {0};
+    for (int k = 0; k < k_used; k++) {
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            if (!(taken[i >> 6] >> (i & 63) & 1) && (best < 0 || logits[i] > logits[best])) {
+                best = i;
+            }
+        }
+        taken[best >> 6] |= (uint64_t)1 << (best & 63);
+        expert[k] = best;
+        weight[k] = logits[best];
+    }
+    if (e->gating == LLAMAY_GATING_SOFTMAX_WEIGHT) {
+        softmax(weight, k_used); /* over the chosen logits */
+    }
+    if (e->normalize) {
+        double sum = 0.0;
+        for (int k = 0; k < k_used; k++) sum += weight[k];
+        float total = (float)sum;
+        total = total < 6.103515625e-5f ? 6.103515625e-5f : total; /* ggml_clamp: F16's least */
+        for (int k = 0; k < k_used; k++) weight[k] /= total;
+    }
+}
+
+/* The step's assignments in expert order (then token, then rank): one thread's counting sort. */
+static void group_by_expert(const step *st, const llamay_moe *e) {
+    llamay_scratch *s = st->s;
+    const int n_assign = st->b->n_tokens * e->n_used;
+    int32_t *start = s->start;
+    memset(start, 0, ((size_t)e->n_expert + 1) * sizeof(int32_t));
+    for (int a = 0; a < n_assign; a++) start[s->expert[a] + 1]++;
+    for (int i = 0; i < e->n_expert; i++) start[i + 1] += start[i];
+    /* row_of[a] counts up from each expert's start; start[] is restored after */
+    for (int a = 0; a < n_assign; a++) {
+        const int row = start[s->expert[a]]++;
+        s->row_of[a] = row;
+        s->order[row] = a;
+    }
+    for (int i = e->n_expert; i > 0; i--) start[i] = start[i - 1];
+    start[0] = 0;
+}
+
+/* Row `row` of the experts' inputs: its token's quantized input, for each act kind the experts
+   read (copied, so that each expert's tokens are consecutive rows). */
+static void gather(const step *st, const llamay_moe *e, int row) {
+    const int t = st->s->order[row] / e->n_used;
+    const llamay_weight *ws[2] = {&e->gate.w[0], &e->up.w[0]};
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && ws[1]->act_kind == ws[0]->act_kind) break;
+        const size_t bytes = ws[i]->act_row_bytes;
+        memcpy(st->s->moe_act[ws[i]->act_kind] + (size_t)row * bytes,
+               st->s->act[ws[i]->act_kind] + (size_t)t * bytes, bytes);
+    }
+}
+
+/* This thread's rows of every chosen expert's matrix over that expert's tokens, into out (one
+   row of w[0].n_rows floats per assignment, in expert order). Experts no token chose are not
+   read. */
+static void expert_matmul(const step *st, const llamay_moe *e, const llamay_experts *x,
+                          float *out) {
+    const int32_t *start = st->s->start;
+    const uint8_t *act = st->s->moe_act[x->w[0].act_kind];
+    const size_t act_bytes = x->w[0].act_row_bytes, n_rows = (size_t)x->w[0].n_rows;
+    int r0, r1;
+    row_slice(st, x->w[0].n_rows, &r0, &r1);
+    for (int i = 0; i < e->n_expert; i++) {
+        const int n = start[i + 1] - start[i];
+        if (n == 0 || r1 <= r0) continue;
+        llamay_matmul(&x->w[i], act + (size_t)start[i] * act_bytes, n,
+                      out + (size_t)start[i] * n_rows, r0, r1);
+    }
+}
+
+/* Row `row`'s expert: biases, act(gate) * up over the gate, quantized for the down projection. */
+static void expert_activate(const step *st, const llamay_moe *e, int row) {
+    const llamay_scratch *s = st->s;
+    const int expert = s->expert[s->order[row]], n_ff = e->up.w[0].n_rows;
+    float *gate = s->f[E_GATE] + (size_t)row * n_ff, *up = s->f[E_UP] + (size_t)row * n_ff;
+    if (e->gate.bias != NULL) add(gate, e->gate.bias + (size_t)expert * n_ff, n_ff);
+    if (e->up.bias != NULL) add(up, e->up.bias + (size_t)expert * n_ff, n_ff);
+    st->m->kernels->gated(e->activation, gate, up, n_ff, gate);
+    const llamay_weight *down = &e->down.w[0];
+    llamay_quantize_activations(down, gate, 0, 1,
+                                s->moe_act[down->act_kind] + (size_t)row * down->act_row_bytes);
+}
+
+/* Token t's experts' outputs (each with its down bias, times its weight), summed in rank order,
+   into out[t]; then the shared expert (in shared[t]), scaled by its gate where there is one,
+   added: llama.cpp's order of operations, each product and sum rounded to fp32. */
+static void combine(const step *st, const llamay_layer *l, int t, const float *shared, float *out) {
+    const llamay_model *m = st->m;
+    const llamay_moe *e = l->moe;
+    const llamay_scratch *s = st->s;
+    const int n = m->n_embd;
+    float *o = out + (size_t)t * n;
+    for (int k = 0; k < e->n_used; k++) {
+        const int a = t * e->n_used + k, expert = s->expert[a];
+        const float w = s->weight[a];
+        float *d = s->f[E_DOWN] + (size_t)s->row_of[a] * n;
+        if (e->down.bias != NULL) add(d, e->down.bias + (size_t)expert * n, n);
+        for (int i = 0; i < n; i++) {
+            const float y = d[i] * w;
+            o[i] = k == 0 ? y : o[i] + y;
+        }
+    }
+    if (!l->has_ffn) {
+        return;
+    }
+    const float *sh = shared + (size_t)t * n;
+    if (e->shared_gate.w.n_rows) {
+        /* Qwen 2 MoE's sigmoid, as llama.cpp builds it: silu(x) / x */
+        const float g = s->f[SHARED][t];
+        const float gate = g / (1.0f + (float)llamay_exp_d(-(double)g)) / g;
+        for (int i = 0; i < n; i++) o[i] += sh[i] * gate;
+    } else {
+        add(o, sh, n);
+    }
+}
+
+/* The layer's FFN from the quantized normed input (norm_and_quantize with ffn_inputs), into
+   out: the dense FFN, or the experts plus the shared expert. Ends with a barrier. */
+static void ffn(const step *st, const llamay_layer *l, float *out) {
+    llamay_scratch *s = st->s;
+    const int T = st->b->n_tokens;
+    const llamay_moe *e = l->moe;
+    /* the dense FFN (or shared expert) goes to FFN when the experts' sum is `out` */
+    float *dense_out = e != NULL ? s->f[FFN] : out;
+    if (l->has_ffn) {
+        linear(st, &l->up, T, s->f[UP]);
+        if (!l->fused_gate_up) linear(st, &l->gate, T, s->f[GATE]);
+    }
+    if (e != NULL) {
+        linear(st, &e->router, T, s->f[ROUTER]);
+        if (e->shared_gate.w.n_rows) linear(st, &e->shared_gate, T, s->f[SHARED]);
+#pragma omp barrier
+        MY_TOKENS(st, t) route(st, e, t);
+#pragma omp barrier
+        if (st->thread == 0) group_by_expert(st, e);
+#pragma omp barrier
+        const int n_rows = T * e->n_used;
+        MY_ROWS(st, i, n_rows) gather(st, e, i);
+#pragma omp barrier
+        /* the shared expert's activation overwrites the dense act buffers, which the gather
+           had to read first */
+        if (l->has_ffn) MY_TOKENS(st, t) activate(st, l, t);
+        expert_matmul(st, e, &e->gate, s->f[E_GATE]);
+        expert_matmul(st, e, &e->up, s->f[E_UP]);
+#pragma omp barrier
+        if (l->has_ffn) linear(st, &l->down, T, dense_out);
+        MY_ROWS(st, i, n_rows) expert_activate(st, e, i);
+#pragma omp barrier
+        expert_matmul(st, e, &e->down, s->f[E_DOWN]);
+#pragma omp barrier
+        MY_TOKENS(st, t) combine(st, l, t, dense_out, out);
+#pragma omp barrier
+        return;
+    }
+#pragma omp barrier
+    MY_TOKENS(st, t) activate(st, l, t);
+#pragma omp barrier
+    linear(st, &l->down, T, out);
+#pragma omp barrier
+}
+
+/* ---- the layer ---- */
 
 static void layer(const step *st, int il) {
     const llamay_layer *l = &st->m->layers[il];
     llamay_scratch *s = st->s;
-    const int T = st->b->n_tokens;
-    const llamay_linear *ls[3];
-    int n_ls;
+    const int T = st->b->n_tokens, n_embd = st->m->n_embd;
+    inputs in;
 
-    qkv_inputs(l, ls, &n_ls);
-    MY_TOKENS(st, t) norm_and_quantize(st, l->attn_norm, t, ls, n_ls);
+    attention_inputs(l, &in);
+    if (l->parallel) {
+        ffn_inputs(l, &in); /* the FFN reads attention's normed input */
+    }
+    MY_TOKENS(st, t) norm_and_quantize(st, l->attn_norm, t, &in);
 #pragma omp barrier
+    if (l->parallel) {
+        /* the FFN first, while the act buffers hold the normed input */
+        ffn(st, l, s->f[FFN]);
+        /* the q, k, v act rows may share a kind with the FFN's down projection's: quantize
+           the normed input again (the same bits) */
+        attention_inputs(l, &in);
+        MY_TOKENS(st, t) {
+            int done = 0;
+            const float *xn = s->f[XN] + (size_t)t * n_embd;
+            for (int i = 0; i < in.n; i++) {
+                if (!(done >> in.w[i]->act_kind & 1)) {
+                    quantize_row(st, in.w[i], xn, t);
+                    done |= 1 << in.w[i]->act_kind;
+                }
+            }
+        }
+#pragma omp barrier
+    }
     linear(st, &l->q, T, s->f[Q]);
     if (!l->fused_qkv) {
         linear(st, &l->k, T, s->f[K]);
@@ -365,21 +696,26 @@ static void layer(const step *st, int il) {
 #pragma omp barrier
     linear(st, &l->o, T, s->f[PROJ]);
 #pragma omp barrier
-    ffn_inputs(l, ls, &n_ls);
+    if (l->parallel) {
+        /* (x + ffn) + attn, in llama.cpp's order */
+        MY_TOKENS(st, t) {
+            float *x = s->f[X] + (size_t)t * n_embd;
+            float *f = s->f[FFN] + (size_t)t * n_embd, *a = s->f[PROJ] + (size_t)t * n_embd;
+            scale(f, l->residual_scale, n_embd);
+            scale(a, l->residual_scale, n_embd);
+            add(x, f, n_embd);
+            add(x, a, n_embd);
+        }
+        return;
+    }
+    in.n = 0;
+    ffn_inputs(l, &in);
     MY_TOKENS(st, t) {
         residual(st, l, l->post_attn_norm, t);
-        norm_and_quantize(st, l->ffn_norm, t, ls, n_ls);
+        norm_and_quantize(st, l->ffn_norm, t, &in);
     }
 #pragma omp barrier
-    linear(st, &l->up, T, s->f[UP]);
-    if (!l->fused_gate_up) {
-        linear(st, &l->gate, T, s->f[GATE]);
-    }
-#pragma omp barrier
-    MY_TOKENS(st, t) activate(st, l, t);
-#pragma omp barrier
-    linear(st, &l->down, T, s->f[PROJ]);
-#pragma omp barrier
+    ffn(st, l, s->f[PROJ]);
     MY_TOKENS(st, t) residual(st, l, l->post_ffn_norm, t);
 }
 
@@ -393,10 +729,9 @@ static void logits(const step *st) {
     for (int j = st->thread; j < b->n_logits; j += st->n_threads) {
         float *xn = b->hidden ? b->logits + (size_t)j * m->n_embd
                               : st->s->f[XN] + (size_t)j * m->n_embd;
-        m->kernels->rms_norm(st->s->f[X] + (size_t)b->logit_tokens[j] * m->n_embd, m->output_norm,
-                             m->n_embd, m->norm_eps, xn);
+        norm(m, st->s->f[X] + (size_t)b->logit_tokens[j] * m->n_embd, m->output_norm, xn);
         if (!b->hidden) {
-            quantize_row(st, out, xn, j);
+            quantize_row(st, &out->w, xn, j);
         }
     }
     if (b->hidden) {

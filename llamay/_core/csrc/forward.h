@@ -32,6 +32,35 @@ enum llamay_qk_norm {
     LLAMAY_QK_NORM_PROJECTION = 2, /* all heads at once: n_head * head_dim weights (OLMo 2) */
 };
 
+/* How a mixture-of-experts router's weights come about (spec.py's Moe.gating). */
+enum llamay_gating {
+    LLAMAY_GATING_SOFTMAX = 0,        /* softmax over every expert, then the top k of it */
+    LLAMAY_GATING_SOFTMAX_WEIGHT = 1, /* the top k logits, then the softmax over those k */
+};
+
+#define LLAMAY_MAX_EXPERTS 512
+
+/* One projection of every expert: n_expert matrices of one shape and type, and their biases. */
+typedef struct {
+    llamay_weight *w;  /* n_expert of them */
+    const float *bias; /* n_expert rows of w[0].n_rows floats, or NULL */
+} llamay_experts;
+
+/* A mixture-of-experts FFN (spec.py's Moe). Each token's n_used best experts, by the router,
+   run on it; their outputs, each times its weight, are summed in rank order (the best first).
+   A step groups its tokens by expert, so that an expert's rows are read once per step and only
+   the chosen experts' rows are read at all; each output is still one dot product of one weight
+   row and one token's activations, so grouping never changes a bit. */
+typedef struct {
+    int n_expert, n_used;
+    int gating;     /* enum llamay_gating */
+    int normalize;  /* the chosen weights divided by their sum (clamped below at 2^-14) */
+    int activation; /* LLAMAY_SILU or LLAMAY_SWIGLU_OAI */
+    llamay_linear router;       /* n_expert rows */
+    llamay_experts gate, up, down;
+    llamay_linear shared_gate;  /* one row: sigmoid(. x) scales the shared expert; n_rows 0: none */
+} llamay_moe;
+
 /* One layer: its weights and its block descriptor (llamay/models/spec.py's Block). */
 typedef struct {
     const float *attn_norm;     /* n_embd; NULL: attention reads the residual stream unnormed */
@@ -43,20 +72,35 @@ typedef struct {
     llamay_linear o;
     const float *post_attn_norm; /* on the attention output before the residual add; or NULL */
     const float *ffn_norm;       /* n_embd; NULL: the FFN reads the residual stream unnormed */
-    llamay_linear gate, up, down; /* fused_gate_up: up holds [gate; up], gate is unused */
+    /* The dense FFN, or the shared expert beside moe's experts (has_ffn 0: none). fused_gate_up:
+       up holds [gate; up], gate is unused. */
+    int has_ffn;
+    llamay_linear gate, up, down;
     int fused_gate_up;
     const float *post_ffn_norm; /* or NULL */
+    const llamay_moe *moe;      /* a mixture of experts (added to the dense FFN); NULL: none */
     int n_head, n_head_kv, n_ff;
     int window; /* sliding window: a query sees keys less than `window` positions back; 0: all */
     int rope;   /* which of the model's ropes; -1: none (a NoPE layer) */
     float residual_scale; /* multiplies the attention and FFN outputs before each add; 1: none */
+    /* Parallel block (Cohere): the FFN reads attn_norm's output too, and the layer's output is
+       (x + ffn) + attn; ffn_norm and the post-norms are unused. */
+    int parallel;
+    const float *sinks; /* n_head logits, each in its head's softmax denominator; or NULL */
 } llamay_layer;
 
 #define LLAMAY_MAX_ROPES 2
 
+/* Which norm the layers and the output use (query/key norms are always RMS). */
+enum llamay_norm {
+    LLAMAY_NORM_RMS = 0,
+    LLAMAY_NORM_LAYER = 1, /* LayerNorm without bias (Cohere) */
+};
+
 typedef struct {
     int n_embd, n_layer, n_vocab, head_dim;
     int activation; /* enum llamay_activation */
+    int norm;       /* enum llamay_norm */
     float norm_eps;
     float attn_scale;    /* multiplies q.k */
     float attn_softcap;  /* 0: none */

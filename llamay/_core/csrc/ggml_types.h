@@ -37,9 +37,9 @@
     X(Q8_1,     q8_1,     9,    32,  36,  NONE,    NONE,  NONE,   0,   0)             \
     X(Q2_K,     q2_K,    10,   256,  84,  REF,     NONE,  K,      1,   1)             \
     X(Q3_K,     q3_K,    11,   256, 110,  REF,     NONE,  K,      1,   1)             \
-    X(Q4_K,     q4_K,    12,   256, 144,  AVX2,    NONE,  K,      1,   1)             \
-    X(Q5_K,     q5_K,    13,   256, 176,  REF,     NONE,  K,      1,   1)             \
-    X(Q6_K,     q6_K,    14,   256, 210,  AVX2,    NONE,  K,      1,   1)             \
+    X(Q4_K,     q4_K,    12,   256, 144,  AVX2,    REF,   K,      1,   1)             \
+    X(Q5_K,     q5_K,    13,   256, 176,  REF,     REF,   K,      1,   1)             \
+    X(Q6_K,     q6_K,    14,   256, 210,  AVX2,    REF,   K,      1,   1)             \
     X(Q8_K,     q8_K,    15,   256, 292,  REF,     AVX2,  NONE,   0,   0)             \
     X(IQ2_XXS,  iq2_xxs, 16,   256,  66,  REF,     NONE,  K,      0,   1)             \
     X(IQ2_XS,   iq2_xs,  17,   256,  74,  REF,     NONE,  K,      0,   1)             \
@@ -58,7 +58,7 @@
     X(BF16,     bf16,    30,     1,   2,  REF,     REF,   FLOAT,  1,   1)             \
     X(TQ1_0,    tq1_0,   34,   256,  54,  REF,     NONE,  K,      0,   1)             \
     X(TQ2_0,    tq2_0,   35,   256,  66,  REF,     NONE,  K,      0,   1)             \
-    X(MXFP4,    mxfp4,   39,    32,  17,  REF,     NONE,  Q32,    1,   1)             \
+    X(MXFP4,    mxfp4,   39,    32,  17,  REF,     REF,   Q32,    1,   1)             \
     X(NVFP4,    nvfp4,   40,    64,  36,  REF,     NONE,  DEQ,    0,   0)             \
     X(Q1_0,     q1_0,    41,   128,  18,  REF,     NONE,  DEQ,    0,   0)
 /* clang-format on */

@@ -29,17 +29,24 @@ typedef struct {
     int window; /* sliding window, 0: none */
     float scale;   /* q.k is multiplied by it */
     float softcap; /* scores become softcap * tanh(score / softcap); 0: no cap */
+    /* n_q logits, one per query head, that join the softmax's denominator with no value
+       (attention sinks, gpt-oss); NULL: none */
+    const float *sinks;
     const float *q; /* n_q x head_dim */
     float *out;     /* n_q x head_dim */
 } llamay_attention;
 
-enum llamay_activation { LLAMAY_SILU = 0, LLAMAY_GELU_TANH = 1 };
+/* LLAMAY_SWIGLU_OAI is gpt-oss's clamped SwiGLU (ggml_swiglu_oai with llama.cpp's alpha 1.702
+   and limit 7): g = min(gate, 7), u = clamp(up, -7, 7), g / (1 + e^(-1.702 g)) * (u + 1). */
+enum llamay_activation { LLAMAY_SILU = 0, LLAMAY_GELU_TANH = 1, LLAMAY_SWIGLU_OAI = 2 };
 
 typedef struct {
     const char *name;
     int set; /* enum llamay_kernel_set: the set whose row functions (quants.h) go with these */
     /* out = x / sqrt(mean(x^2) + eps) * w (w may be NULL); out may be x */
     void (*rms_norm)(const float *x, const float *w, int n, float eps, float *out);
+    /* out = (x - mean) / sqrt(mean((x - mean)^2) + eps) * w (w may be NULL); out may be x */
+    void (*layer_norm)(const float *x, const float *w, int n, float eps, float *out);
     /* out = act(gate) * up, elementwise; out may alias gate or up */
     void (*gated)(int activation, const float *gate, const float *up, int n, float *out);
     /* x = cap * tanh(x / cap), in place */

@@ -28,6 +28,34 @@ static void rms_norm(const float *x, const float *w, int n, float eps, float *ou
     }
 }
 
+/* ---- LayerNorm without bias (ggml_norm, then the weight; Cohere) ---- */
+
+static void layer_norm(const float *x, const float *w, int n, float eps, float *out) {
+    v16 acc = v16_zero();
+    for (int i = 0; i < n; i += 16) {
+        acc = v16_add(acc, v16_load_partial(x + i, n - i < 16 ? n - i : 16));
+    }
+    const v16 mean = v16_set1(v16_tree(acc) / (float)n);
+    /* the centred values go to out first (x is not read again), and are read back with zeros
+       past n, so that the tail's lanes add nothing to the variance */
+    acc = v16_zero();
+    for (int i = 0; i < n; i += 16) {
+        const int m = n - i < 16 ? n - i : 16;
+        v16_store_partial(out + i, v16_sub(v16_load_partial(x + i, m), mean), m);
+        const v16 c = v16_load_partial(out + i, m);
+        acc = v16_fma(c, c, acc);
+    }
+    const v16 scale = v16_set1(1.0f / sqrtf(v16_tree(acc) / (float)n + eps));
+    for (int i = 0; i < n; i += 16) {
+        const int m = n - i < 16 ? n - i : 16;
+        v16 y = v16_mul(v16_load_partial(out + i, m), scale);
+        if (w != NULL) {
+            y = v16_mul(y, v16_load_partial(w + i, m));
+        }
+        v16_store_partial(out + i, y, m);
+    }
+}
+
 /* ---- gated activations ---- */
 
 /* ggml_gelu's tanh form: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))) */
@@ -43,12 +71,29 @@ static inline v16 silu(v16 x) {
     return v16_div(x, v16_add(v16_set1(1.0f), v16_exp(v16_sub(v16_zero(), x))));
 }
 
+/* ggml_swiglu_oai: x = min(gate, limit), y = clamp(up, -limit, limit),
+   x / (1 + e^(alpha * -x)) * (y + 1) */
+static inline v16 swiglu_oai(v16 gate, v16 up) {
+    const v16 limit = v16_set1(7.0f);
+    const v16 x = v16_min(gate, limit);
+    const v16 y = v16_max(v16_min(up, limit), v16_sub(v16_zero(), limit));
+    const v16 glu = v16_div(
+        x, v16_add(v16_set1(1.0f), v16_exp(v16_mul(v16_set1(1.702f), v16_sub(v16_zero(), x)))));
+    return v16_mul(glu, v16_add(y, v16_set1(1.0f)));
+}
+
 static void gated(int activation, const float *gate, const float *up, int n, float *out) {
     for (int i = 0; i < n; i += 16) {
         const int m = n - i < 16 ? n - i : 16;
         const v16 g = v16_load_partial(gate + i, m);
-        const v16 a = activation == LLAMAY_GELU_TANH ? gelu_tanh(g) : silu(g);
-        v16_store_partial(out + i, v16_mul(a, v16_load_partial(up + i, m)), m);
+        const v16 u = v16_load_partial(up + i, m);
+        v16 y;
+        if (activation == LLAMAY_SWIGLU_OAI) {
+            y = swiglu_oai(g, u);
+        } else {
+            y = v16_mul(activation == LLAMAY_GELU_TANH ? gelu_tanh(g) : silu(g), u);
+        }
+        v16_store_partial(out + i, y, m);
     }
 }
 
@@ -78,8 +123,9 @@ static inline float exp_scalar(float x) { return v16_lane0(v16_exp(v16_set1(x)))
     float s[heads][64];                                                                            \
     memset(s, 0, sizeof s);                                                                        \
     for (int h = 0; h < heads; h++) {                                                              \
-        m[h] = -INFINITY;                                                                          \
-        l[h] = 0.0f;                                                                               \
+        /* a sink is a score seen before any key: e^(sink - m) of it stays in the sum */           \
+        m[h] = sinks != NULL ? sinks[h] : -INFINITY;                                               \
+        l[h] = sinks != NULL ? 1.0f : 0.0f;                                                        \
         memset(out + (size_t)h * D, 0, (size_t)D * sizeof(float));                                 \
     }                                                                                              \
     for (int tile = first / P; tile <= a->pos / P; tile++) {                                       \
@@ -163,7 +209,7 @@ static inline float exp_scalar(float x) { return v16_lane0(v16_exp(v16_set1(x)))
     }
 
 #define ATTENTION_FN(name, T, LOAD, heads)                                                         \
-    static void name(const llamay_attention *a, const float *q, float *out) {                      \
+    static void name(const llamay_attention *a, const float *q, const float *sinks, float *out) {  \
         ATTENTION_BODY(T, LOAD, heads)                                                             \
     }
 ATTENTION_FN(attention_f16_8, uint16_t, v16_load_f16, 8)
@@ -179,7 +225,7 @@ ATTENTION_FN(attention_f32_1, float, v16_load, 1)
 
 /* The query heads in groups of 8, 4, 2 and 1: each head's result is the same in any group. */
 static void attention(const llamay_attention *a) {
-    typedef void (*group_fn)(const llamay_attention *, const float *, float *);
+    typedef void (*group_fn)(const llamay_attention *, const float *, const float *, float *);
     static const group_fn f16[] = {attention_f16_8, attention_f16_4, attention_f16_2,
                                    attention_f16_1};
     static const group_fn f32[] = {attention_f32_8, attention_f32_4, attention_f32_2,
@@ -190,8 +236,9 @@ static void attention(const llamay_attention *a) {
         const int size = 8 >> i;
         for (; a->n_q - h0 >= size; h0 += size) {
             const float *q = a->q + (size_t)h0 * D;
+            const float *sinks = a->sinks != NULL ? a->sinks + h0 : NULL;
             float *out = a->out + (size_t)h0 * D;
-            (a->kv->elem_bytes == 2 ? f16 : f32)[i](a, q, out);
+            (a->kv->elem_bytes == 2 ? f16 : f32)[i](a, q, sinks, out);
         }
     }
 }
@@ -227,6 +274,7 @@ static const llamay_kernels TABLE = {
     .name = KERNELS_NAME,
     .set = KERNELS_SET,
     .rms_norm = rms_norm,
+    .layer_norm = layer_norm,
     .gated = gated,
     .softcap = softcap,
     .attention = attention,

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from llamay.backends.reference import rope as rope_mod
-from llamay.models.spec import Block, Linear, ModelSpec
+from llamay.models.spec import Block, ExpertLinear, Linear, ModelSpec, Moe
 
 # ----------------------------------------------------------------------------------------------
 # Blocks
@@ -35,8 +35,31 @@ def rms_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray
     return y if weight is None else y * weight
 
 
+def layer_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray:
+    """ggml_norm then a multiply (Cohere's LayerNorm, no bias): (x - mean) / sqrt(var + eps)."""
+    centred = x - np.mean(x, axis=-1, keepdims=True)
+    y = centred / np.sqrt(np.mean(centred * centred, axis=-1, keepdims=True) + eps)
+    return y if weight is None else y * weight
+
+
+NORMS = {"rms": rms_norm, "layer": layer_norm}
+
+
 def silu(x: np.ndarray) -> np.ndarray:
     return x / (1.0 + np.exp(-x))
+
+
+# ggml_swiglu_oai's constants, as llama.cpp's build_moe_ffn passes them for gpt-oss
+SWIGLU_OAI_ALPHA = 1.702
+SWIGLU_OAI_LIMIT = 7.0
+
+
+def swiglu_oai(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """gpt-oss's clamped SwiGLU (ggml-cpu ops.cpp, swiglu_oai): the gate clamped above at the
+    limit, the up projection to [-limit, limit], then gate * sigmoid(alpha gate) * (up + 1)."""
+    x = np.minimum(gate, SWIGLU_OAI_LIMIT)
+    y = np.clip(up, -SWIGLU_OAI_LIMIT, SWIGLU_OAI_LIMIT)
+    return x / (1.0 + np.exp(-SWIGLU_OAI_ALPHA * x)) * (y + 1.0)
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
@@ -53,18 +76,32 @@ def softcap(x: np.ndarray, cap: float) -> np.ndarray:
     return cap * np.tanh(x / cap)
 
 
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
 def log_softmax(logits: np.ndarray) -> np.ndarray:
     shifted = logits - logits.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, cap: float) -> np.ndarray:
+def attend(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    scale: float,
+    cap: float,
+    sinks: np.ndarray | None = None,
+) -> np.ndarray:
     """One token's attention over the keys and values it sees.
 
     q (n_head, d), k and v (n_visible, n_head_kv, d) -> (n_head * d). Query head h reads KV
     head h // (n_head / n_head_kv): ggml_mul_mat broadcasts K and V over consecutive query
     heads. Scores are q·k * scale, soft-capped when cap > 0 (llama-graph.cpp build_attn_mha
-    caps kq, then ggml_soft_max_ext normalises).
+    caps kq, then ggml_soft_max_ext normalises). With sinks (gpt-oss), head h's softmax has
+    one more logit, sinks[h], in its denominator and nothing to add to the output
+    (ggml_soft_max_add_sinks).
     """
     group = q.shape[0] // k.shape[1]
     k = np.repeat(k, group, axis=1).transpose(1, 0, 2)  # (n_head, n_visible, d)
@@ -72,8 +109,14 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, cap: float
     scores = np.matmul(k, q[:, :, None])[:, :, 0] * scale  # (n_head, n_visible)
     if cap:
         scores = softcap(scores, cap)
-    probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    probs /= probs.sum(axis=-1, keepdims=True)
+    top = scores.max(axis=-1, keepdims=True)
+    if sinks is not None:
+        top = np.maximum(top, sinks[:, None])
+    probs = np.exp(scores - top)
+    total = probs.sum(axis=-1, keepdims=True)
+    if sinks is not None:
+        total = total + np.exp(sinks[:, None] - top)
+    probs /= total
     return np.matmul(probs[:, None, :], v)[:, 0, :].reshape(-1)
 
 
@@ -96,15 +139,25 @@ class Weights:
     def __init__(self) -> None:
         self._matrices: dict[str, np.ndarray] = {}
 
-    def matrix(self, linear: Linear) -> np.ndarray:
+    def matrix(self, linear: Linear | ExpertLinear) -> np.ndarray:
+        """A Linear's (n_rows, n_cols) matrix; an ExpertLinear's (n_expert, n_rows, n_cols)."""
         if linear.name not in self._matrices:
-            self._matrices[linear.name] = linear.tensor.dequantize().astype(np.float64)
+            m = linear.tensor.dequantize().astype(np.float64)
+            shape = (linear.n_rows, linear.n_cols)
+            if isinstance(linear, ExpertLinear):
+                shape = (linear.n_expert, *shape)
+            self._matrices[linear.name] = np.ascontiguousarray(m.reshape(shape))
         return self._matrices[linear.name]
 
     def apply(self, linear: Linear, x: np.ndarray) -> np.ndarray:
         """x @ W.T for each row of x, plus the bias when the file has one."""
         y = matmul(x, self.matrix(linear))
         return y if linear.bias is None else y + linear.bias
+
+    def apply_expert(self, linear: ExpertLinear, e: int, x: np.ndarray) -> np.ndarray:
+        """Expert e's W @ x for one token's x, plus its bias when the file has one."""
+        y = self.matrix(linear)[e] @ x
+        return y if linear.bias is None else y + linear.bias[e]
 
 
 class ReferenceForward:
@@ -133,7 +186,7 @@ class ReferenceForward:
         x = self._embed(tokens)
         for il, block in enumerate(spec.layers):
             x = self.block(il, block, x, positions, tables, kv)
-        x = rms_norm(x[outputs], spec.output_norm, hp.norm_eps)
+        x = NORMS[spec.norm](x[outputs], spec.output_norm, hp.norm_eps)
         if hidden:
             return x
         logits = self.weights.apply(spec.output, x)
@@ -159,17 +212,21 @@ class ReferenceForward:
         kv: np.ndarray,
     ) -> np.ndarray:
         """One transformer layer: attention, then the FFN, each added back to the stream,
-        norms before and/or after each as the block says."""
-        eps = self.hp.norm_eps
-        h = x if b.attn_norm is None else rms_norm(x, b.attn_norm, eps)
+        norms before and/or after each as the block says. A parallel block (Cohere 2) feeds
+        the FFN the same normed input as attention, and adds both: (x + ffn) + attn, in
+        llama.cpp's order."""
+        eps, norm = self.hp.norm_eps, NORMS[self.spec.norm]
+        h = x if b.attn_norm is None else norm(x, b.attn_norm, eps)
         a = self.weights.apply(b.o, self.attention(il, b, h, positions, tables, kv))
         if b.post_attn_norm is not None:
-            a = rms_norm(a, b.post_attn_norm, eps)
+            a = norm(a, b.post_attn_norm, eps)
+        if b.parallel:
+            return (x + self.ffn(b, h) * b.residual_scale) + a * b.residual_scale
         x = x + a * b.residual_scale
-        h = x if b.ffn_norm is None else rms_norm(x, b.ffn_norm, eps)
+        h = x if b.ffn_norm is None else norm(x, b.ffn_norm, eps)
         f = self.ffn(b, h)
         if b.post_ffn_norm is not None:
-            f = rms_norm(f, b.post_ffn_norm, eps)
+            f = norm(f, b.post_ffn_norm, eps)
         return x + f * b.residual_scale
 
     def attention(
@@ -212,10 +269,24 @@ class ReferenceForward:
             first = max(0, pos - b.window + 1) if b.window else 0
             visible = np.arange(first, pos + 1)
             rows = kv[table[visible // P], il, :, : b.n_head_kv, visible % P].astype(np.float64)
-            out[t] = attend(q[t], rows[:, 0], rows[:, 1], hp.attn_scale, hp.attn_softcap)
+            out[t] = attend(q[t], rows[:, 0], rows[:, 1], hp.attn_scale, hp.attn_softcap, b.sinks)
         return out
 
     def ffn(self, b: Block, h: np.ndarray) -> np.ndarray:
+        """The layer's FFN: dense, or a mixture of experts plus its shared expert."""
+        if b.moe is None:
+            return self.dense_ffn(b, h)
+        out = np.stack([self.experts(b.moe, row) for row in h])
+        if b.has_ffn:
+            shared = self.dense_ffn(b, h)
+            if b.moe.shared_gate is not None:
+                # Qwen 2 MoE: sigmoid, as llama.cpp computes it (silu(x) / x)
+                g = self.weights.apply(b.moe.shared_gate, h)
+                shared = shared * (silu(g) / g)
+            out = out + shared
+        return out
+
+    def dense_ffn(self, b: Block, h: np.ndarray) -> np.ndarray:
         """Gated FFN: down(act(gate(h)) * up(h)). Phi-3 stacks gate over up in ffn_up
         (ggml_swiglu takes the first half as the gate)."""
         act = ACTIVATIONS[self.spec.activation]
@@ -224,3 +295,28 @@ class ReferenceForward:
         else:
             gate, up = self.weights.apply(b.gate, h), self.weights.apply(b.up, h)
         return self.weights.apply(b.down, act(gate) * up)
+
+    def experts(self, m: Moe, h: np.ndarray) -> np.ndarray:
+        """llama.cpp's build_moe_ffn for one token: router logits; "softmax" gating takes the
+        softmax over every expert and picks the top k of it, "softmax_weight" picks the top k
+        logits and takes the softmax over those; renormalised where the family does (the sum
+        clamped below at 2^-14, as llama.cpp clamps it); each chosen expert's
+        down(act(gate(h)) * up(h)), biases before the activation, times its weight, summed in
+        rank order (the best expert first; ties to the lower expert id)."""
+        logits = self.weights.apply(m.router, h[None])[0]
+        if m.gating == "softmax":
+            probs = softmax(logits)
+            chosen = np.argsort(-probs, kind="stable")[: m.n_used]
+            weights = probs[chosen]
+        else:
+            chosen = np.argsort(-logits, kind="stable")[: m.n_used]
+            weights = softmax(logits[chosen])
+        if m.normalize:
+            weights = weights / max(weights.sum(), 6.103515625e-5)
+        out = np.zeros(m.down.n_rows)
+        for e, weight in zip(chosen.tolist(), weights, strict=True):
+            gate = self.weights.apply_expert(m.gate, e, h)
+            up = self.weights.apply_expert(m.up, e, h)
+            act = swiglu_oai(gate, up) if m.activation == "swiglu_oai" else silu(gate) * up
+            out = out + weight * self.weights.apply_expert(m.down, e, act)
+        return out
