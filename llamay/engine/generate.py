@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from llamay.engine.ranges import check
 from llamay.engine.sampling import Sampler, SamplingParams
 from llamay.errors import ContextOverflow, LlamayError
 
@@ -291,10 +292,10 @@ def generate(
     runs; the new context, if one was made, stays open for the caller to continue or close.
     Raises ContextOverflow, before anything runs, for a prompt that leaves no room to generate.
     """
-    if max_tokens is not None and max_tokens < 0:
-        raise ValueError(f"max_tokens must be 0 or more, not {max_tokens}")
-    if logprobs is not None and logprobs < 0:
-        raise ValueError(f"logprobs must be 0 or more, not {logprobs}")
+    if max_tokens is not None:
+        check("max_tokens", max_tokens)
+    if logprobs is not None:
+        check("logprobs", logprobs)
     params = SamplingParams(
         temperature,
         top_k,
