@@ -24,6 +24,12 @@ from llamay.models.registry import FAMILIES, SUPPORTED
 # llama_context's defaults for YaRN (common_params yarn_beta_fast / yarn_beta_slow).
 YARN_BETA_FAST = 32.0
 YARN_BETA_SLOW = 1.0
+# Bounds far past any real model, so that a hostile file cannot ask for absurd allocations
+# (a tuple per layer, a KV page of 2**40 bytes) before the tensor checks would refuse it.
+_MAX_LAYERS = 4096
+_MAX_HEADS = 1 << 16
+_MAX_DIM = 1 << 20
+_MAX_CONTEXT = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -59,49 +65,54 @@ class HParams:
 def from_metadata(metadata: dict[str, Any]) -> HParams:
     """Read the hyperparameters of a model from its GGUF metadata."""
     arch = metadata.get("general.architecture")
-    if arch not in FAMILIES:
+    if not isinstance(arch, str) or arch not in FAMILIES:
         raise UnsupportedModel(
             f"architecture {arch!r} is not supported; llamay runs: {', '.join(SUPPORTED)}"
         )
     family = FAMILIES[arch]
+    read = _Reader(metadata, arch)
+    get = read.get
 
-    def get(key: str, default: Any = None) -> Any:
-        value = metadata.get(f"{arch}.{key}", default)
-        if value is None:
-            raise ModelFormatError(f"GGUF metadata lacks {arch}.{key}")
-        return value
-
-    n_embd = int(get("embedding_length"))
-    n_layer = int(get("block_count"))
-    n_ctx_train = int(get("context_length"))
-    n_head = _per_layer(get("attention.head_count"), n_layer)
+    n_embd = read.count("embedding_length", high=_MAX_DIM)
+    n_layer = read.count("block_count", high=_MAX_LAYERS)
+    n_ctx_train = read.count("context_length", high=_MAX_CONTEXT)
+    n_head = read.per_layer("attention.head_count", n_layer)
     # n_head_kv is optional and defaults to n_head.
-    n_head_kv = _per_layer(get("attention.head_count_kv", n_head), n_layer)
+    n_head_kv = read.per_layer("attention.head_count_kv", n_layer, n_head)
     # n_embd_head_k/v default to n_embd / n_head of layer 0; n_rot defaults to n_embd_head_k.
-    head_dim_k = int(get("attention.key_length", n_embd // n_head[0]))
-    head_dim_v = int(get("attention.value_length", n_embd // n_head[0]))
-    n_rot = int(get("rope.dimension_count", head_dim_k))
+    head_dim_k = read.count("attention.key_length", n_embd // n_head[0], high=_MAX_DIM)
+    head_dim_v = read.count("attention.value_length", n_embd // n_head[0], high=_MAX_DIM)
+    n_rot = read.count("rope.dimension_count", head_dim_k, low=0, high=_MAX_DIM)
 
     # RoPE scaling: "linear" when unspecified; the factor is stored as its inverse, freq_scale.
-    freq_base = float(get("rope.freq_base", 10000.0))
+    freq_base = read.number("rope.freq_base", 10000.0, positive=True)
     scaling_type = str(get("rope.scaling.type", "linear"))
     if scaling_type not in ("none", "linear", "yarn", "longrope"):
         raise ModelFormatError(f"unknown RoPE scaling type {scaling_type!r}")
-    factor = float(get("rope.scaling.factor", get("rope.scale_linear", 0.0)))
+    factor = read.number("rope.scaling.factor", read.number("rope.scale_linear", 0.0))
     if factor == 0.0 or scaling_type == "none":
         factor = 1.0
+    if factor < 0:
+        raise ModelFormatError(f"GGUF metadata {arch}.rope.scaling.factor is negative ({factor})")
     freq_scale = 1.0 / factor
-    n_ctx_orig = int(get("rope.scaling.original_context_length", n_ctx_train))
+    n_ctx_orig = read.count("rope.scaling.original_context_length", n_ctx_train, high=_MAX_CONTEXT)
     # llama_context: YaRN's ext_factor is 1 exactly when the scaling type is yarn; its attention
     # factor is YaRN's mscale 1 + 0.1 ln(factor), divided by the same amount because ggml's
     # rope_yarn multiplies that in again; the file's rope.scaling.attn_factor multiplies both.
     ext_factor = 1.0 if scaling_type == "yarn" else 0.0
-    attn_factor = float(get("rope.scaling.attn_factor", 1.0))
+    attn_factor = read.number("rope.scaling.attn_factor", 1.0)
     if ext_factor:
         yarn_mscale = 1.0 if factor <= 1.0 else 1.0 + 0.1 * math.log(factor)
-        attn_factor *= yarn_mscale / (1.0 + 0.1 * math.log(factor))
+        divisor = 1.0 + 0.1 * math.log(factor)
+        if divisor <= 0:
+            raise ModelFormatError(
+                f"GGUF metadata {arch}.rope.scaling.factor {factor} is too small"
+            )
+        attn_factor *= yarn_mscale / divisor
 
-    sliding_window = int(get("attention.sliding_window", family.swa_default_window))
+    sliding_window = read.count(
+        "attention.sliding_window", family.swa_default_window, low=-(2**31), high=_MAX_CONTEXT
+    )
     if family.swa_period == 0 or sliding_window <= 0:
         sliding_window = 0
     swa_layers = tuple(
@@ -110,6 +121,8 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
     )
 
     if family.layers_of_27b and n_layer == family.layers_of_27b:
+        if n_embd < n_head[0]:
+            raise ModelFormatError(f"{arch}: {n_head[0]} heads for an embedding of {n_embd}")
         attn_scale = 1.0 / math.sqrt(n_embd // n_head[0])
     else:
         attn_scale = 1.0 / math.sqrt(head_dim_k)
@@ -124,10 +137,10 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
         n_head_kv=n_head_kv,
         head_dim_k=head_dim_k,
         head_dim_v=head_dim_v,
-        norm_eps=float(get("attention.layer_norm_rms_epsilon")),
+        norm_eps=read.number("attention.layer_norm_rms_epsilon", low=0.0),
         attn_scale=attn_scale,
-        attn_softcap=_softcap(get, "attn_logit_softcapping", family.attn_softcap),
-        final_softcap=_softcap(get, "final_logit_softcapping", family.final_softcap),
+        attn_softcap=_softcap(read, "attn_logit_softcapping", family.attn_softcap),
+        final_softcap=_softcap(read, "final_logit_softcapping", family.final_softcap),
         sliding_window=sliding_window,
         swa_layers=swa_layers,
         n_rot=n_rot,
@@ -141,13 +154,71 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
     )
 
 
-def _per_layer(value: Any, n_layer: int) -> tuple[int, ...]:
-    if isinstance(value, (np.ndarray, list, tuple)):
-        if len(value) != n_layer:
-            raise ModelFormatError(f"per-layer array has {len(value)} entries for {n_layer} layers")
-        return tuple(int(v) for v in value)
-    return (int(value),) * n_layer
+class _Reader:
+    """The metadata of one architecture, read as numbers that are checked: a GGUF file is
+    untrusted, and a zero, a negative or an absurd count (0 heads, 2**60 layers) would otherwise
+    surface as a ZeroDivisionError, an IndexError or a huge allocation instead of a
+    ModelFormatError naming the key."""
+
+    def __init__(self, metadata: dict[str, Any], arch: str) -> None:
+        self.metadata = metadata
+        self.arch = arch
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.metadata.get(f"{self.arch}.{key}", default)
+        if value is None:
+            raise ModelFormatError(f"GGUF metadata lacks {self.arch}.{key}")
+        return value
+
+    def count(self, key: str, default: Any = None, *, low: int = 1, high: int) -> int:
+        return self._integer(key, self.get(key, default), low, high)
+
+    def per_layer(self, key: str, n_layer: int, default: Any = None) -> tuple[int, ...]:
+        """One count per layer: GGUF allows an array in place of one number."""
+        value = self.get(key, default)
+        if isinstance(value, (np.ndarray, list, tuple)):
+            if len(value) != n_layer:
+                raise ModelFormatError(
+                    f"GGUF metadata {self.arch}.{key} has {len(value)} entries for {n_layer} layers"
+                )
+            return tuple(self._integer(key, v, 1, _MAX_HEADS) for v in value)
+        return (self._integer(key, value, 1, _MAX_HEADS),) * n_layer
+
+    def number(
+        self, key: str, default: Any = None, *, low: float = -math.inf, positive: bool = False
+    ) -> float:
+        value = self.get(key, default)
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise ModelFormatError(
+                f"GGUF metadata {self.arch}.{key} is {_shown(value)}, not a number"
+            ) from None
+        if not math.isfinite(number) or number < low or (positive and number <= 0):
+            raise ModelFormatError(f"GGUF metadata {self.arch}.{key} = {number} is out of range")
+        return number
+
+    def _integer(self, key: str, value: Any, low: int, high: int) -> int:
+        try:
+            number = int(value)
+            whole = number == value
+        except (TypeError, ValueError, OverflowError):
+            whole = False
+        if not whole:
+            raise ModelFormatError(
+                f"GGUF metadata {self.arch}.{key} is {_shown(value)}, not an integer"
+            )
+        if not low <= number <= high:
+            raise ModelFormatError(
+                f"GGUF metadata {self.arch}.{key} = {number}: it must be from {low} to {high}"
+            )
+        return number
 
 
-def _softcap(get, key: str, default: float | None) -> float:
-    return 0.0 if default is None else float(get(key, default))
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def _softcap(read: _Reader, key: str, default: float | None) -> float:
+    return 0.0 if default is None else read.number(key, default, low=0.0)

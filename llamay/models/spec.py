@@ -98,6 +98,13 @@ def model_spec(gg: GGUFFile, hp: HParams, n_ctx: int) -> ModelSpec:
         )
     embd = tensors.matrix("token_embd.weight", None, hp.n_embd)
     n_vocab = embd.shape[1]
+    vocabulary = gg.metadata.get("tokenizer.ggml.tokens")
+    if isinstance(vocabulary, (list, tuple, np.ndarray)) and len(vocabulary) != n_vocab:
+        # A token id the tokenizer makes must have an embedding row, and a sampled row a token.
+        raise ModelFormatError(
+            f"{gg.path}: the vocabulary has {len(vocabulary)} tokens but the embedding has "
+            f"{n_vocab} rows; they must be equal"
+        )
     tied = hp.family.output_is_embedding or "output.weight" not in gg.tensors
     output = tensors.linear("token_embd" if tied else "output", n_vocab, hp.n_embd)
 
