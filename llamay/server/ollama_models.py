@@ -23,7 +23,7 @@ from llamay import gguf, store
 from llamay.errors import LlamayError, ModelNotFound
 from llamay.server.errors import ApiError, read_json
 from llamay.server.state import ServerState
-from llamay.tokenizer.chat import ChatTemplate
+from llamay.tokenizer.chat import template_source
 
 NDJSON = "application/x-ndjson"
 # What Ollama reports as the expiry of a model kept loaded forever.
@@ -134,7 +134,7 @@ class _Show:
             for key, value in metadata.items()
         }
         info["general.parameter_count"] = _stored_parameters(entry.path)
-        chat_template = ChatTemplate.from_gguf_metadata(metadata).source
+        chat_template = template_source(metadata)
         template = entry.template or chat_template
         capabilities = ["completion"]
         if "tools" in chat_template:

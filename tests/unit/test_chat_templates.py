@@ -10,7 +10,7 @@ import pytest
 
 from llamay import gguf
 from llamay.errors import TokenizerError
-from llamay.tokenizer.chat import ChatTemplate, ChatTemplateError
+from llamay.tokenizer.chat import ChatTemplate, ChatTemplateError, template_source
 from llamay.tokenizer.chat_builtin import BUILTIN_TEMPLATES, guess_builtin
 
 TEMPLATES = Path(__file__).parent.parent / "data" / "chat_templates"
@@ -650,3 +650,16 @@ def test_amplifying_operations_are_refused_before_they_run(source, message):
 def test_ordinary_numbers_and_text_pass_the_guards():
     source = "{{ 10**12 }} {{ 10000000000 | string }} {{ '%5.2f' % 3.14159 }} {{ 'a-b' | replace('-', '+') }} {{ 'ab' * 3 }}"
     assert ChatTemplate(source).render([]) == "1000000000000 10000000000  3.14 a+b ababab"
+
+
+def test_blocks_nested_past_pythons_limit_are_a_template_error():
+    # Jinja compiles to Python, which refuses more than 20 nested blocks with a SyntaxError.
+    source = "{% for a in messages %}" * 25 + "x" + "{% endfor %}" * 25
+    with pytest.raises(ChatTemplateError, match="nested too deeply"):
+        ChatTemplate(source)
+
+
+def test_a_template_that_is_not_text_is_a_template_error():
+    with pytest.raises(ChatTemplateError, match="not text"):
+        ChatTemplate.from_gguf_metadata({"tokenizer.chat_template": 5})
+    assert "<start_of_turn>" in template_source({"general.architecture": "gemma3"})

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import llamay
 from llamay import gguf
 from llamay.errors import LlamayError, ModelFormatError
+
 from reference.tiny import write_tiny
 
 EXAMPLES = int(os.environ.get("LLAMAY_FUZZ_EXAMPLES", "60"))
