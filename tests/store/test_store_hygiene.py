@@ -14,7 +14,7 @@ import time
 import pytest
 from registry_server import digest_of
 
-from llamay.errors import ModelNotFound
+from llamay.errors import ModelNotFound, PullError
 from llamay.store import import_blob, list_models, pull
 from llamay.store.blobs import blob_path
 from llamay.store.locks import store_lock
@@ -60,9 +60,9 @@ def test_prune_removes_what_no_name_uses_and_keeps_the_rest(registry, tiny_gguf,
 
 
 def test_prune_waits_for_no_pull_it_would_race(tmp_path):
-    with store_lock(exclusive=False):  # a pull or upload at work
-        with pytest.raises(Exception, match="a pull or upload is running"):
-            prune()
+    # A pull or upload at work holds the store lock shared.
+    with store_lock(exclusive=False), pytest.raises(PullError, match="a pull or upload is running"):
+        prune()
     assert prune().blobs == []
 
 
