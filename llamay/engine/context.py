@@ -34,6 +34,11 @@ class Context:
         self._logits: np.ndarray | None = None
         self._closed = False
         self.note: dict[str, Any] | None = None  # what a snapshot carried besides the KV
+        # Whether this context's full pages may go into the prefix tree, for other contexts to
+        # reuse. False for a context restored from a snapshot without verifying it (untrusted
+        # KV: its pages could say anything), and so for its forks and for everything computed
+        # after those pages, since later KV depends on earlier KV. For the context's life.
+        self.shares_prefix = True
         model._context_opened()
 
     def __repr__(self) -> str:
@@ -92,6 +97,7 @@ class Context:
             child._add_pages(self._page_table())
         child._tokens = list(self._tokens)
         child._logits = self._logits
+        child.shares_prefix = self.shares_prefix
         return child
 
     def rewind(self, n_tokens: int) -> None:

@@ -215,13 +215,18 @@ class Model:
             "prefix_misses": tree.misses,
         }
 
-    def restore(self, path: str | os.PathLike[str]) -> Context:
+    def restore(self, path: str | os.PathLike[str], verify: bool = False) -> Context:
         """A context from a snapshot written by ctx.save. Refuses, allocating nothing, a
-        snapshot of other weights or another KV layout (SnapshotMismatch) and a damaged or
-        newer-format file (SnapshotCorrupt)."""
+        snapshot of other weights or another KV layout (SnapshotMismatch) and a damaged,
+        non-finite or newer-format file (SnapshotCorrupt).
+
+        A snapshot is untrusted: its pages stay private to the restored context (and its
+        forks), never shared through the prefix tree. With `verify` the KV is recomputed from
+        the snapshot's tokens instead and compared, page by page and with the logits, bit for
+        bit (SnapshotCorrupt if anything differs); the context is then an ordinary one."""
         from llamay.state.snapshot import restore
 
-        return restore(self, path)
+        return restore(self, path, verify=verify)
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -268,7 +273,8 @@ class Model:
             full_before = [ctx.n_tokens // self.page_tokens for ctx, _ in feeds]
             logits = self._run(feeds, want_logits)
             for (ctx, _), full in zip(feeds, full_before, strict=True):
-                if self.prefix_cache and ctx.n_tokens // self.page_tokens > full:
+                filled = ctx.n_tokens // self.page_tokens > full
+                if self.prefix_cache and ctx.shares_prefix and filled:
                     self.prefix_tree.insert(ctx._tokens, ctx._page_table())
         return logits
 

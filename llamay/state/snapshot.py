@@ -11,7 +11,9 @@ the counts); TOKS the token ids as int32; LOGT the last logits as float32 (empty
 context has none); PAGE the context's pages, raw, in position order.
 
 Restoring is all or nothing: the whole file is read and every section, checksum and count is
-checked before a single page is allocated.
+checked before a single page is allocated. A snapshot is untrusted input (its checksums only
+say it is whole, not who made it): its K/V and logits must be finite, and its pages are never
+shared through the prefix tree unless `verify` recomputed them and found them equal.
 """
 
 from __future__ import annotations
@@ -96,8 +98,12 @@ def save(ctx: Context, path: str | os.PathLike[str], note: dict[str, Any] | None
     write_atomically(Path(path), fill)
 
 
-def restore(model: Model, path: str | os.PathLike[str]) -> Context:
-    """The context saved at path, for model; see the module docstring for what is refused."""
+def restore(model: Model, path: str | os.PathLike[str], verify: bool = False) -> Context:
+    """The context saved at path, for model; see the module docstring for what is refused.
+
+    The snapshot's pages are untrusted: they are written into the context's own pages, which
+    never go into the prefix tree (ctx.shares_prefix is False). With `verify` the KV is instead
+    recomputed from the tokens and compared with the snapshot's (`_verified`)."""
     from llamay.engine.context import Context
 
     path = Path(path)
@@ -106,9 +112,12 @@ def restore(model: Model, path: str | os.PathLike[str]) -> Context:
     meta = _meta(sections[b"META"], path)
     _check_model(model, meta, path)
     tokens, logits, page_data = _contents(model, meta, sections, path)
+    if verify:
+        return _verified(model, meta, tokens, logits, page_data, path)
 
     ctx = Context(model)
     ctx.note = meta.get("note")
+    ctx.shares_prefix = False
     with model._lock:
         model._make_room(meta["n_pages"])  # or ContextOverflow, nothing allocated
         pages = model.pool.arena.alloc_many(meta["n_pages"])
@@ -117,9 +126,76 @@ def restore(model: Model, path: str | os.PathLike[str]) -> Context:
             model.pool.write_page(page, page_data[i * size : (i + 1) * size])
         ctx._add_pages(pages)
         ctx._append(tokens, logits)
-        if model.prefix_cache:
-            model.prefix_tree.insert(tokens, pages)
     return ctx
+
+
+def _verified(
+    model: Model,
+    meta: dict[str, Any],
+    tokens: list[int],
+    logits: np.ndarray | None,
+    page_data: memoryview,
+    path: Path,
+) -> Context:
+    """A context of the snapshot's tokens, computed here, once its KV and logits are found to
+    equal the snapshot's bit for bit (the engine writes the same bits however a prefix was
+    computed, docs/state-engine.md); SnapshotCorrupt, and nothing kept, if any differ."""
+    from llamay.engine.context import Context
+
+    ctx = Context(model)
+    try:
+        if tokens:
+            ctx.feed(tokens)
+        differs = _first_difference(model, meta, ctx, page_data)
+        if (
+            differs is None
+            and logits is not None
+            and not np.array_equal(logits.view(np.uint32), ctx._logits.view(np.uint32))
+        ):
+            differs = "the logits"
+    except BaseException:
+        ctx.close()
+        raise
+    if differs is not None:
+        ctx.close()
+        raise SnapshotCorrupt(
+            f"{path}: {differs}: not what these weights compute for the snapshot's tokens "
+            "(a recompute differs)"
+        )
+    ctx.note = meta.get("note")
+    return ctx
+
+
+def _first_difference(
+    model: Model, meta: dict[str, Any], ctx: Context, page_data: memoryview
+) -> str | None:
+    """Which page of the snapshot holds other bits than ctx's over the context's positions."""
+    size = meta["page_bytes"]
+    with model._lock:
+        for i, page in enumerate(ctx._page_table().tolist()):
+            ours = _slots(model, model.pool.read_page(page), i, meta["n_tokens"], raw=True)
+            theirs = _slots(
+                model, page_data[i * size : (i + 1) * size], i, meta["n_tokens"], raw=True
+            )
+            if not np.array_equal(ours, theirs):
+                return f"page {i}"
+    return None
+
+
+def _slots(
+    model: Model, page: bytes | memoryview, index: int, n_tokens: int, raw: bool = False
+) -> np.ndarray:
+    """The K and V values of page `index` of a context of n_tokens tokens, over the positions
+    it holds (a last page's slots past n_tokens hold stale values that nothing reads), as
+    floats or (raw) as their bits: (layers, K/V, kv heads, positions, head_dim)."""
+    arena = model.pool.arena
+    width = 2 if arena.dtype == "F16" else 4
+    dtype = (np.uint16 if width == 2 else np.uint32) if raw else ("<f2" if width == 2 else "<f4")
+    values = np.frombuffer(page, dtype=dtype).reshape(
+        arena.n_layers, 2, arena.n_kv_heads, arena.page_tokens, arena.head_dim
+    )
+    held = min(arena.page_tokens, n_tokens - index * arena.page_tokens)
+    return values[:, :, :, :held, :]
 
 
 def _sections(data: memoryview, path: Path) -> dict[bytes, memoryview]:
@@ -169,7 +245,7 @@ def _sections(data: memoryview, path: Path) -> dict[bytes, memoryview]:
 def _meta(payload: memoryview, path: Path) -> dict[str, Any]:
     try:
         meta = json.loads(bytes(payload))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a note nested thousands deep
         raise SnapshotCorrupt(f"{path}: the META section is not JSON") from None
     if not isinstance(meta, dict):
         raise SnapshotCorrupt(f"{path}: the META section is not a JSON object")
@@ -228,7 +304,14 @@ def _contents(
     logits = None
     if len(sections[b"LOGT"]):
         logits = np.frombuffer(sections[b"LOGT"], dtype="<f4").astype(np.float32)
-    return tokens.tolist(), logits, sections[b"PAGE"]
+        if not np.isfinite(logits).all():
+            raise SnapshotCorrupt(f"{path}: the logits hold NaN or infinite values")
+    page_data = sections[b"PAGE"]
+    size = meta["page_bytes"]
+    for i in range(n_pages):
+        if not np.isfinite(_slots(model, page_data[i * size : (i + 1) * size], i, n_tokens)).all():
+            raise SnapshotCorrupt(f"{path}: page {i} holds NaN or infinite keys or values")
+    return tokens.tolist(), logits, page_data
 
 
 def _layout(model: Model) -> dict[str, Any]:
