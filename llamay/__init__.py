@@ -8,6 +8,7 @@ from llamay.engine import load
 from llamay.errors import (
     ContextOverflow,
     GrammarError,
+    KVCacheFull,
     LlamayError,
     ModelFormatError,
     ModelNotFound,
@@ -22,6 +23,7 @@ from llamay.tokenizer import load_tokenizer
 __all__ = [
     "ContextOverflow",
     "GrammarError",
+    "KVCacheFull",
     "LlamayError",
     "ModelFormatError",
     "ModelNotFound",

@@ -23,7 +23,7 @@ from llamay._core.engine import Engine
 from llamay.engine.context import Context
 from llamay.engine.generate import Generation, generate
 from llamay.engine.scheduler import Scheduler
-from llamay.errors import ContextOverflow, LlamayError
+from llamay.errors import ContextOverflow, KVCacheFull, LlamayError
 from llamay.models.hparams import HParams, from_metadata
 from llamay.models.registry import check_supported
 from llamay.models.spec import model_spec
@@ -390,13 +390,16 @@ class Model:
                 ctx._add_pages(arena.alloc_many(n))
 
     def _make_room(self, n_pages: int) -> None:
-        """Evicts cached pages until n_pages are free; ContextOverflow (the arena's message,
-        nothing allocated) when even that is not enough."""
+        """Evicts cached pages until n_pages are free; KVCacheFull (a ContextOverflow with the
+        arena's message, nothing allocated) when even that is not enough."""
         arena = self.pool.arena
         if n_pages > arena.n_free:
             self.prefix_tree.evict(n_pages - arena.n_free)
         if n_pages > arena.n_free:
-            arena.alloc_many(n_pages)
+            try:
+                arena.alloc_many(n_pages)
+            except ContextOverflow as full:
+                raise KVCacheFull(str(full)) from None
 
     def _release(self, pages: np.ndarray) -> None:
         """Drops a context's references to its pages."""
