@@ -5,7 +5,7 @@ A family route reads its own request shape and calls, in order:
 1. `chat_prompt(model, messages, tools=...)` (or `text_prompt`) -> prompt token ids;
 2. `sampling_kwargs(...)` -> the keyword arguments of `model.generate`, checked;
    `json_grammar(...)` / `tool_grammar(...)` -> the grammar that enforces an output format;
-3. `start(model, prompt, n, kwargs)` -> one Generation per choice;
+3. `start(model, prompt, n, kwargs)` -> one Generation per choice, each begun (`started`);
 4. `interleave(generations)` -> (choice index, Piece) in the order they are made, for streaming
    or collecting; `Outcome.of(...)` -> what each choice ended with.
 
@@ -98,6 +98,7 @@ def chat_prompt(
     rendered = template.render(messages, tools=list(tools) if tools and native_tools else None)
     if prefill:
         rendered += prefill
+    rendered = bounded_text(model, rendered, truncate=truncate)
     return fit(model, chat_prompt_ids(model, rendered), truncate=truncate, reserve=reserve)
 
 
@@ -105,7 +106,25 @@ def text_prompt(model: Model, text: str, *, truncate: bool = False, reserve: int
     """Prompt ids of raw text (no template): BOS where the model asks for it, specials parsed."""
     if not text:
         raise ApiError(400, "the prompt is empty: there is nothing to continue", "prompt")
+    text = bounded_text(model, text, truncate=truncate)
     return fit(model, model.tokenize(text), truncate=truncate, reserve=reserve)
+
+
+def bounded_text(model: Model, text: str, *, truncate: bool) -> str:
+    """`text`, unless it is certainly more tokens than a context holds, which is known from its
+    length alone (no token stands for more than max_token_chars characters): then 400
+    (ContextOverflow) before a 30 MB text is tokenized only to be refused, or with `truncate`
+    its end, enough characters for the most tokens a context holds, and more."""
+    limit = (model.n_ctx + 1) * model.tokenizer.max_token_chars
+    if len(text) <= limit:
+        return text
+    if not truncate:
+        raise ContextOverflow(
+            f"the prompt is {len(text)} characters, so at least "
+            f"{len(text) // model.tokenizer.max_token_chars} tokens, but the context holds "
+            f"{model.n_ctx}; shorten it or ask for truncation"
+        )
+    return text[-limit:]
 
 
 def fit(model: Model, ids: list[int], *, truncate: bool, reserve: int) -> list[int]:
@@ -380,10 +399,22 @@ def start(model: Model, prompt: list[int], n: int, kwargs: Mapping[str, Any]) ->
             seed = kwargs.get("seed")
             choice_kwargs = {**kwargs, "seed": None if seed is None else seed + index}
             generations.append(model.generate(prompt, **choice_kwargs))
+        started(generations)
     except BaseException:
         release(generations)
         raise
     return generations
+
+
+def started(generations: Sequence[Any]) -> None:
+    """Waits until each generation has its first result, and raises the error of one that
+    failed before its first token (no room in the KV cache: a 503): before the answer's
+    status is sent, so that a stream does not begin with 200 only to fail."""
+    for generation in generations:
+        generation.started()
+    for generation in generations:
+        if generation.error is not None and not generation.tokens:
+            raise generation.error
 
 
 def interleave(generations: Sequence[Any]) -> Iterator[tuple[int, Any]]:

@@ -81,7 +81,7 @@ def describe_routes() -> None:
         tag="llamay",
         request=create_request,
         other_requests={SNAPSHOT_TYPE: {"type": "string", "format": "binary"}},
-        query={"model": {"type": "string"}},
+        query={"model": {"type": "string"}, "verify": {"type": "boolean"}},
         response=_CONTEXT,
         status=201,
         errors={**_ERRORS, 409: "the snapshot is of other weights", 413: "body too large"},

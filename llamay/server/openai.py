@@ -19,6 +19,7 @@ import numpy as np
 from llamay.server import anthropic, inference, openapi, remote, sse
 from llamay.server.errors import ApiError, error_body, from_exception, read_json
 from llamay.server.state import ServerState
+from llamay.server.watch import cancelled_on_disconnect
 
 OWNER = "llamay"
 
@@ -227,7 +228,8 @@ class _ChatCompletions:
         if stream:
             sse.respond(resp, chat.stream(include_usage), lambda: inference.release(generations))
         else:
-            resp.media = chat.collect()
+            with cancelled_on_disconnect(req, generations):
+                resp.media = chat.collect()
 
 
 def _remote_chat(
@@ -394,7 +396,7 @@ class _Chat:
 
     def _usage(self) -> dict[str, int]:
         generated = sum(g.n_generated for g in self.generations)
-        self.state.metrics.tokens(self.name, len(self.prompt), generated)
+        self.state.count_tokens(self.model, len(self.prompt), generated)
         return _usage(len(self.prompt), generated)
 
     def collect(self) -> dict[str, Any]:
@@ -576,7 +578,8 @@ class _Completions:
                 resp, completion.stream(include_usage), lambda: inference.release(generations)
             )
         else:
-            resp.media = completion.collect()
+            with cancelled_on_disconnect(req, generations):
+                resp.media = completion.collect()
 
 
 def _prompts(prompt: Any) -> list[str | list[int]]:
@@ -624,7 +627,7 @@ class _TextCompletion:
     def _usage(self) -> dict[str, int]:
         n_prompt = sum(len(p) for p in self.prompts)
         generated = sum(g.n_generated for g in self.generations)
-        self.state.metrics.tokens(self.name, n_prompt, generated)
+        self.state.count_tokens(self.model, n_prompt, generated)
         return _usage(n_prompt, generated)
 
     def _finish(self, index: int) -> str:
@@ -763,7 +766,7 @@ class _Embeddings:
                 else vector.tolist()
             )
             data.append({"object": "embedding", "index": index, "embedding": embedding})
-        self.state.metrics.tokens(name, n_tokens, 0)
+        self.state.count_tokens(model, n_tokens, 0)
         resp.media = {
             "object": "list",
             "data": data,

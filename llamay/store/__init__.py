@@ -29,6 +29,7 @@ __all__ = [
     "list_models",
     "llamay_home",
     "model_info",
+    "model_path",
     "pull",
     "remove",
     "resolve_model",
