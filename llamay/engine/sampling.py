@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
 import numpy as np
 
-from llamay.engine.ranges import check
+from llamay.engine.ranges import RANGES, check
 
 # --- the counter-based generator ----------------------------------------------------------------
 
@@ -112,20 +112,10 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         # The ranges are the shared table's (ranges.py), which the server checks requests with.
-        for name in (
-            "temperature",
-            "top_k",
-            "top_p",
-            "min_p",
-            "typical_p",
-            "repeat_penalty",
-            "repeat_last_n",
-            "presence_penalty",
-            "frequency_penalty",
-        ):
-            check(name, getattr(self, name))
-        if self.seed is not None:
-            check("seed", self.seed)
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name in RANGES and value is not None:
+                check(item.name, value)
 
     @property
     def penalized(self) -> bool:

@@ -45,9 +45,9 @@ _MESSAGES_REQUEST = {
         },
         "system": {"type": ["string", "array"]},
         "stop_sequences": {"type": "array", "items": {"type": "string"}},
-        "temperature": {"type": "number", "minimum": 0, "maximum": 1},
-        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
-        "top_k": {"type": "integer", "minimum": 0},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 1},  # Anthropic's range
+        "top_p": openapi.parameter("top_p"),
+        "top_k": openapi.parameter("top_k"),
         "stream": {"type": "boolean"},
         "tools": {"type": "array", "items": {"type": "object"}},
         "tool_choice": {"type": "object"},

@@ -29,7 +29,7 @@ from typing import Any
 
 import falcon
 
-from llamay.engine import Model
+from llamay.engine import Model, ranges
 from llamay.engine.context import Context
 from llamay.errors import LlamayError, SnapshotMismatch
 from llamay.server import inference, sse
@@ -47,21 +47,9 @@ _RETRY_AFTER_S = 30
 # Room for a snapshot's header, sections and metadata beyond its tokens, logits and pages.
 _SNAPSHOT_OVERHEAD = 64 * 1024
 _CHUNK = 1 << 20
-# The sampling options a generate request may carry, as inference.sampling_kwargs takes them.
-_SAMPLING = (
-    "max_tokens",
-    "temperature",
-    "top_k",
-    "top_p",
-    "min_p",
-    "typical_p",
-    "repeat_penalty",
-    "repeat_last_n",
-    "presence_penalty",
-    "frequency_penalty",
-    "seed",
-    "stop",
-)
+# The sampling options a generate request may carry, as inference.sampling_kwargs takes them:
+# the engine's parameters (but logprobs, which this API does not give) and stop strings.
+_SAMPLING = (*(name for name in ranges.RANGES if name != "logprobs"), "stop")
 _GENERATE_FIELDS = {*_SAMPLING, "prompt", "stream", "grammar", "json_schema"}
 _CREATE_FIELDS = {"model", "prompt", "messages"}
 

@@ -28,15 +28,15 @@ OWNER = "llamay"
 # ignored, as OpenAI's own server ignores what it does not know).
 _SAMPLING_FIELDS = {
     "model": {"type": "string", "examples": ["gemma3:270m"]},
-    "max_tokens": {"type": ["integer", "null"], "minimum": 0},
-    "temperature": {"type": ["number", "null"], "minimum": 0, "maximum": 2},
-    "top_p": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+    "max_tokens": openapi.parameter("max_tokens", nullable=True),
+    "temperature": openapi.parameter("temperature", nullable=True),
+    "top_p": openapi.parameter("top_p", nullable=True),
     "n": {"type": ["integer", "null"], "minimum": 1},
     "stream": {"type": ["boolean", "null"]},
     "stop": {"type": ["string", "array", "null"], "items": {"type": "string"}},
-    "seed": {"type": ["integer", "null"]},
-    "presence_penalty": {"type": ["number", "null"], "minimum": -2, "maximum": 2},
-    "frequency_penalty": {"type": ["number", "null"], "minimum": -2, "maximum": 2},
+    "seed": openapi.parameter("seed", nullable=True),
+    "presence_penalty": openapi.parameter("presence_penalty", nullable=True),
+    "frequency_penalty": openapi.parameter("frequency_penalty", nullable=True),
     "logit_bias": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
 }
 _CHAT_REQUEST = {
@@ -56,7 +56,7 @@ _CHAT_REQUEST = {
                 },
             },
         },
-        "max_completion_tokens": {"type": ["integer", "null"], "minimum": 0},
+        "max_completion_tokens": openapi.parameter("max_tokens", nullable=True),
         "logprobs": {"type": ["boolean", "null"]},
         "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
         "response_format": {"type": ["object", "null"]},

@@ -7,6 +7,7 @@ The server checked top_p, typical_p and repeat_penalty as [0, 1] / [0, 100] and 
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 
 import pytest
 
@@ -15,18 +16,8 @@ from llamay.engine.sampling import SamplingParams
 from llamay.server.errors import ApiError
 from llamay.server.inference import checked
 
-SAMPLING = {
-    "temperature",
-    "top_k",
-    "top_p",
-    "min_p",
-    "typical_p",
-    "repeat_penalty",
-    "repeat_last_n",
-    "presence_penalty",
-    "frequency_penalty",
-    "seed",
-}
+# The parameters SamplingParams takes that the table bounds.
+SAMPLING = {item.name for item in fields(SamplingParams) if item.name in RANGES}
 
 
 def probes(name: str) -> list:
