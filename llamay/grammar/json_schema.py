@@ -105,6 +105,57 @@ def _json_type(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
+def _is_schema(value: Any) -> bool:
+    return isinstance(value, (dict, bool))
+
+
+def _is_names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+# What each keyword's value must be, checked before it is used (a schema is a client's: a
+# number where a list goes must be a GrammarError, not a TypeError).
+_KEYWORD_TYPES: dict[str, tuple[Any, str]] = {
+    "type": (lambda v: isinstance(v, str) or _is_names(v), "a type name or a list of them"),
+    "enum": (lambda v: isinstance(v, list), "a list"),
+    "anyOf": (lambda v: isinstance(v, list), "a list of schemas"),
+    "oneOf": (lambda v: isinstance(v, list), "a list of schemas"),
+    "allOf": (lambda v: isinstance(v, list), "a list of schemas"),
+    "$ref": (lambda v: isinstance(v, str), "a string"),
+    "$defs": (lambda v: isinstance(v, dict), "an object"),
+    "definitions": (lambda v: isinstance(v, dict), "an object"),
+    "properties": (
+        lambda v: isinstance(v, dict) and all(_is_schema(s) for s in v.values()),
+        "an object of schemas",
+    ),
+    "required": (_is_names, "a list of property names"),
+    "additionalProperties": (_is_schema, "a schema"),
+    "items": (lambda v: _is_schema(v) or isinstance(v, list), "a schema"),
+    "prefixItems": (lambda v: isinstance(v, list), "a list of schemas"),
+    "minItems": (_is_count, "a non-negative integer"),
+    "maxItems": (_is_count, "a non-negative integer"),
+    "minLength": (_is_count, "a non-negative integer"),
+    "maxLength": (_is_count, "a non-negative integer"),
+    "uniqueItems": (lambda v: isinstance(v, bool), "true or false"),
+    "format": (lambda v: isinstance(v, str), "a string"),
+    "pattern": (lambda v: isinstance(v, str), "a string"),
+}
+
+
+def _check_keywords(schema: dict[str, Any], where: str) -> None:
+    """GrammarError for a keyword llamay does not know, or a value of the wrong kind."""
+    for key, value in schema.items():
+        if key not in _SUPPORTED and key not in _DESCRIPTIVE:
+            raise GrammarError(f"unsupported JSON schema keyword {str(key)[:40]!r} at {where}")
+        expected = _KEYWORD_TYPES.get(key)
+        if expected is not None and not expected[0](value):
+            raise GrammarError(f"{key} at {where} must be {expected[1]}")
+
+
 def _is_key(value: Any) -> bool:
     if not isinstance(value, str):
         raise GrammarError(f"required names {value!r}, which is not a property name")
@@ -177,9 +228,7 @@ class _Converter:
             raise GrammarError(f"the schema at {where} is false: no value is valid there")
         if not isinstance(schema, dict):
             raise GrammarError(f"the schema at {where} is not an object or a boolean")
-        for key in schema:
-            if key not in _SUPPORTED and key not in _DESCRIPTIVE:
-                raise GrammarError(f"unsupported JSON schema keyword '{key}' at {where}")
+        _check_keywords(schema, where)
         if "$ref" in schema and len(self.constraints(schema)) == 1:
             return self.ref(schema["$ref"], where)
         if "allOf" in schema or "$ref" in schema:
@@ -235,6 +284,7 @@ class _Converter:
                 continue
             if not isinstance(part, dict):
                 raise GrammarError(f"allOf at {where} holds something other than a schema")
+            _check_keywords(part, where)
             part = dict(self.constraints(part))
             more = part.pop("allOf", [])
             if not isinstance(more, list):
@@ -556,6 +606,8 @@ class _Converter:
     def shape(self, schema: Any, where: str) -> dict[str, Any]:
         """What a oneOf alternative can be: its value set (const/enum), its types, and for
         objects the const/enum values of its required properties."""
+        if isinstance(schema, dict):
+            _check_keywords(schema, where)
         if isinstance(schema, dict) and ("$ref" in schema or "allOf" in schema):
             schema = self.merge(schema, where)
         if not isinstance(schema, dict) or "anyOf" in schema or "oneOf" in schema:
