@@ -95,13 +95,24 @@ class ContextRegistry:
                 self._entries[entry.id] = entry
         if full:
             context.close()
-            raise ApiError(
-                429,
-                f"{self.limit} contexts are open, the server's limit (--max-contexts): delete "
-                "some, or retry once idle ones expire (--context-ttl)",
-                retry_after=int(min(self.ttl, _RETRY_AFTER_S)),
-            )
+            raise self._full()
         return entry
+
+    def check_room(self) -> None:
+        """429 when `limit` contexts are open: asked before a context is computed, so that a
+        request past the limit costs nothing (add checks again)."""
+        with self._lock:
+            full = len(self._entries) >= self.limit
+        if full:
+            raise self._full()
+
+    def _full(self) -> ApiError:
+        return ApiError(
+            429,
+            f"{self.limit} contexts are open, the server's limit (--max-contexts): delete "
+            "some, or retry once idle ones expire (--context-ttl)",
+            retry_after=max(1, int(min(self.ttl, _RETRY_AFTER_S))),
+        )
 
     def get(self, context_id: str) -> Entry:
         with self._lock:
@@ -169,6 +180,7 @@ class _Contexts:
         resp.media = {"contexts": [entry.describe() for entry in self.registry.all()]}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.registry.check_room()
         if (req.content_type or "").split(";")[0].strip().lower() == SNAPSHOT_TYPE:
             entry = self._restore(req)
         else:
