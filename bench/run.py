@@ -1,5 +1,6 @@
-"""The benchmarks `tox -e bench` runs: `llamay bench`, then llamay against llama.cpp side by side
-when llama-cpp-python is installed (speed, and a teacher-forced logits check).
+"""The benchmarks `tox -e bench` runs: `llamay bench`, peak memory against the file's size, then
+llamay against llama.cpp side by side when llama-cpp-python is installed (speed, and a
+teacher-forced logits check).
 
     python bench/run.py [--model gemma3:270m] [--threads 1,2] [--repeat 3]
 """
@@ -29,6 +30,7 @@ def main() -> None:
     threads = ["--threads", args.threads] if args.threads else []
 
     _python("-m", "llamay.cli", "bench", args.model, *threads, "--repeat", args.repeat)
+    _python(str(HERE / "bench_memory.py"), "--model", args.model, "--repeat", args.repeat)
     if importlib.util.find_spec("llama_cpp") is None:
         print("llama-cpp-python is not installed: no side-by-side comparison", flush=True)
         return

@@ -54,6 +54,7 @@ def _register() -> None:
     from .cp import cp
     from .ls import ls
     from .perplexity import perplexity
+    from .prune import prune
     from .pull import pull
     from .rm import rm
     from .run import run
@@ -62,7 +63,7 @@ def _register() -> None:
     from .tokenize import tokenize
     from .verify import verify
 
-    for command in (show, tokenize, run, perplexity, bench, serve, verify, pull, ls, rm, cp):
+    for command in (show, tokenize, run, perplexity, bench, serve, verify, pull, ls, rm, cp, prune):
         cli.add_command(command)
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from llamay.store import pull as pull_model
+from llamay.store.names import looks_like_path
 
 
 @click.command()
@@ -24,6 +26,8 @@ def pull(name: str, insecure: bool) -> None:
 
     An interrupted pull resumes where it stopped when run again. Piped, it prints nothing.
     """
+    if not looks_like_path(name) and _is_file(name):  # a file here, named without ./
+        name = str(Path(name).resolve())
     if not sys.stderr.isatty():
         pull_model(name, insecure=insecure)
         return
@@ -33,6 +37,13 @@ def pull(name: str, insecure: bool) -> None:
     finally:
         bars.close()
     click.echo(f"pulled {entry.name}", err=True)
+
+
+def _is_file(name: str) -> bool:
+    try:
+        return Path(name).is_file()
+    except (OSError, ValueError):  # too long a name, a NUL
+        return False
 
 
 class ProgressBars:

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from pathlib import Path
 
 import click
 
 from llamay.errors import LlamayError
-from llamay.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig
+from llamay.server.config import (
+    DEFAULT_CHANNEL_TIMEOUT,
+    DEFAULT_CONNECTION_LIMIT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_HOST,
+    DEFAULT_MAX_CONTEXTS,
+    DEFAULT_PORT,
+    ServerConfig,
+)
 from llamay.server.models import parse_keep_alive
 from llamay.state import parse_size
 
@@ -69,6 +78,60 @@ from llamay.state import parse_size
     show_default=True,
     help="Largest request body in bytes (or a size, e.g. 64MiB); larger ones get 413.",
 )
+@click.option(
+    "--allow-origin",
+    "allowed_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="A web origin (https://app.example, or '*') whose pages may call the server, with CORS "
+    "(repeatable). Pages of other origins may not change anything.",
+)
+@click.option(
+    "--context-ttl",
+    default="10m",
+    show_default=True,
+    help="How long a context made over HTTP lives after its last use (-1: until deleted).",
+)
+@click.option(
+    "--max-contexts",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_CONTEXTS,
+    show_default=True,
+    help="Contexts made over HTTP that may be open at once; more get 429.",
+)
+@click.option(
+    "--connection-limit",
+    type=click.IntRange(min=1),
+    default=DEFAULT_CONNECTION_LIMIT,
+    show_default=True,
+    help="Open connections at most (capped by the open-file limit).",
+)
+@click.option(
+    "--channel-timeout",
+    type=click.IntRange(min=1),
+    default=DEFAULT_CHANNEL_TIMEOUT,
+    show_default=True,
+    help="Seconds an idle connection (no request in flight) is kept open.",
+)
+@click.option(
+    "--header-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_HEADER_TIMEOUT,
+    show_default=True,
+    help="Seconds a request's headers may take to arrive after its first byte.",
+)
+@click.option(
+    "--max-uploads",
+    default="64GiB",
+    show_default=True,
+    help="Bytes of uploaded blobs (/api/blobs) no model uses yet that the store may hold.",
+)
+@click.option(
+    "--upload-ttl",
+    default="1h",
+    show_default=True,
+    help="How long an uploaded blob no model uses is kept before it is pruned.",
+)
 def serve(
     host: str,
     port: int,
@@ -83,12 +146,20 @@ def serve(
     model_dirs: tuple[Path, ...],
     aliases: tuple[str, ...],
     max_body: str,
+    allowed_origins: tuple[str, ...],
+    context_ttl: str,
+    max_contexts: int,
+    connection_limit: int,
+    channel_timeout: int,
+    header_timeout: float,
+    max_uploads: str,
+    upload_ttl: str,
 ) -> None:
     """Serve models over HTTP at http://127.0.0.1:11435 (OpenAI: /v1/chat/completions,
     Anthropic: /v1/messages, Ollama: /api/chat, ...). Models are loaded on first use."""
-    import waitress
-
     from llamay.server import create_app
+    from llamay.server.listen import create_server
+    from llamay.store.prune import clean_stale_temporaries
 
     if not api_key and not insecure_no_key and not _is_loopback(host):
         raise LlamayError(
@@ -104,14 +175,24 @@ def serve(
         n_ctx=n_ctx,
         model_threads=model_threads,
         memory_budget=_size(max_memory, "--max-memory") if max_memory else None,
-        keep_alive=parse_keep_alive(keep_alive, 300.0),
+        keep_alive=_duration(keep_alive, "--keep-alive"),
         max_body_bytes=_size(max_body, "--max-body"),
         model_dirs=model_dirs,
         aliases=dict(_alias(text) for text in aliases),
+        allowed_origins=tuple(_origin(text) for text in allowed_origins),
+        context_ttl=_duration(context_ttl, "--context-ttl"),
+        max_contexts=max_contexts,
+        connection_limit=connection_limit,
+        channel_timeout=channel_timeout,
+        header_timeout=header_timeout,
+        max_uploads=_size(max_uploads, "--max-uploads"),
+        upload_ttl=_duration(upload_ttl, "--upload-ttl"),
     )
+    clean_stale_temporaries()  # what a server or pull killed with -9 left behind
     app = create_app(config)
+    server = create_server(app, config)
     click.echo(f"llamay serving on http://{_url_host(host)}:{port}", err=True)
-    waitress.serve(app, host=host, port=port, threads=threads, ident="llamay", _quiet=True)
+    server.run()
 
 
 def _size(text: str, option: str) -> int:
@@ -119,6 +200,21 @@ def _size(text: str, option: str) -> int:
         return parse_size(text)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint=option) from None
+
+
+def _duration(text: str, option: str) -> float:
+    try:
+        return parse_keep_alive(text, 0.0)
+    except LlamayError as error:
+        raise click.BadParameter(str(error), param_hint=option) from None
+
+
+def _origin(text: str) -> str:
+    if text != "*" and not re.fullmatch(r"https?://[^/\s]+", text.rstrip("/")):
+        raise click.BadParameter(
+            f"{text!r} is not an origin (scheme://host[:port], or '*')", param_hint="--allow-origin"
+        )
+    return text.rstrip("/")
 
 
 def _alias(text: str) -> tuple[str, str]:

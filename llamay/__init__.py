@@ -16,6 +16,7 @@ from llamay.engine import Model
 from llamay.errors import (
     ContextOverflow,
     GrammarError,
+    KVCacheFull,
     LlamayError,
     ModelFormatError,
     ModelNotFound,
@@ -31,6 +32,7 @@ from llamay.tokenizer import Tokenizer, read_tokenizer
 __all__ = [
     "ContextOverflow",
     "GrammarError",
+    "KVCacheFull",
     "LlamayError",
     "ModelFormatError",
     "ModelNotFound",

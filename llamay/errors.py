@@ -43,6 +43,11 @@ class ContextOverflow(LlamayError):
     """More tokens than the context can hold."""
 
 
+class KVCacheFull(ContextOverflow):
+    """No KV page left for the tokens, even after evicting cached ones: the model's KV cache is
+    held by other contexts (retry once some are done), not a prompt too long for a context."""
+
+
 class PullError(LlamayError):
     """A model could not be pulled into the store (not found, refused, interrupted, no space)."""
 

@@ -9,10 +9,28 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
+
+
+# Temporary files and folders carry the id of the process that makes them ("~PID-"), so that
+# what a killed process left behind can be told from what a running one is still writing
+# (store/prune.py cleans the stale ones).
+_OWNER = re.compile(r"~(\d+)-")
+
+
+def temp_prefix(stem: str) -> str:
+    """The prefix of a temporary file or folder this process makes: `stem`, then its id."""
+    return f"{stem}~{os.getpid()}-"
+
+
+def temp_owner(name: str) -> int | None:
+    """The id of the process that made temporary file or folder `name` (None: not marked)."""
+    match = _OWNER.search(name)
+    return int(match.group(1)) if match else None
 
 
 def llamay_home() -> Path:
@@ -27,7 +45,9 @@ def write_atomically(target: Path, fill: Callable[[BinaryIO], None]) -> None:
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(
+        prefix=temp_prefix(f".{target.name}"), suffix=".partial", dir=target.parent
+    )
     try:
         with os.fdopen(fd, "wb") as out:
             fill(out)

@@ -16,6 +16,7 @@ end-of-generation token ends the loop without being yielded or appended, as llam
 from __future__ import annotations
 
 import queue
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 import numpy as np
 
 from llamay.engine.lookup import propose
+from llamay.engine.ranges import check
 from llamay.engine.sampling import Choice, Sampler, SamplingParams
 from llamay.errors import ContextOverflow, LlamayError
 from llamay.state import Context
@@ -148,6 +150,8 @@ class Generation(Iterator[int]):
         self._decoder = model.tokenizer.stream()
         self._stops = StopStrings(stop)
         self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._has_result = threading.Event()  # set with the first result, for started()
+        self.error: BaseException | None = None  # what ended it, if it failed
         self._cancelled = False
         self._ending: FinishReason | None = None  # decided; ends once the last token is fed
         self._hit_stop_string = False
@@ -195,6 +199,16 @@ class Generation(Iterator[int]):
         finally:
             if not finished:
                 self.cancel()
+
+    def started(self, timeout: float | None = None) -> bool:
+        """Waits until the generation has its first result (a token, its end or its error)
+        and says whether it has, consuming nothing: a server waits for this before it sends
+        a status, so that a failure to start (a full KV cache) is an error status."""
+        return self._has_result.wait(timeout)
+
+    def _put(self, item: Any) -> None:
+        self._results.put(item)
+        self._has_result.set()
 
     def _next_result(self) -> Piece:
         item = self._results.get()
@@ -324,7 +338,7 @@ class Generation(Iterator[int]):
         self.tokens.append(token)
         text, stopped = self._stops.push(self._decoder.feed(token))
         self.text += text
-        self._results.put(Piece(token, text, choice.logprob, choice.top_logprobs))
+        self._put(Piece(token, text, choice.logprob, choice.top_logprobs))
         self._hit_stop_string = stopped
         if stopped or (self._matcher is not None and self._matcher.must_end):
             self._ending = "stop"
@@ -341,18 +355,19 @@ class Generation(Iterator[int]):
             rest += "" if stopped else self._stops.flush()
             if rest:
                 self.text += rest
-                self._results.put(Piece(None, rest))
+                self._put(Piece(None, rest))
         now = time.perf_counter()
         first = self._first if self._first is not None else now
         self.timings = {"prompt_s": first - self._started, "generate_s": now - first}
         self.finish_reason = reason
         self._end()
-        self._results.put(_DONE)
+        self._put(_DONE)
 
     def fail(self, error: BaseException) -> None:
         """Ends the generation with an error that its caller receives."""
+        self.error = error
         self._end()
-        self._results.put(error)
+        self._put(error)
 
     def _end(self) -> None:
         self._done = True
@@ -409,12 +424,11 @@ def generate(
     without it, in fewer steps when the text repeats.
     Raises ContextOverflow, before anything runs, for a prompt that leaves no room to generate.
     """
-    if max_tokens is not None and max_tokens < 0:
-        raise ValueError(f"max_tokens must be 0 or more, not {max_tokens}")
-    if logprobs is not None and logprobs < 0:
-        raise ValueError(f"logprobs must be 0 or more, not {logprobs}")
-    if lookup < 0:
-        raise ValueError(f"lookup must be 0 or more draft tokens, not {lookup}")
+    if max_tokens is not None:
+        check("max_tokens", max_tokens)
+    if logprobs is not None:
+        check("logprobs", logprobs)
+    check("lookup", lookup)
     params = SamplingParams(
         temperature,
         top_k,

@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
 import numpy as np
+
+from llamay.engine.ranges import RANGES, check
 
 # --- the counter-based generator ----------------------------------------------------------------
 
@@ -109,25 +111,11 @@ class SamplingParams:
     logit_bias: Mapping[int, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not self.temperature >= 0:
-            raise ValueError(f"temperature must be 0 (greedy) or more, not {self.temperature}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be 0 (off) or more, not {self.top_k}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1] (1 is off), not {self.top_p}")
-        if not 0 <= self.min_p <= 1:
-            raise ValueError(f"min_p must be in [0, 1] (0 is off), not {self.min_p}")
-        if not 0 < self.typical_p <= 1:
-            raise ValueError(f"typical_p must be in (0, 1] (1 is off), not {self.typical_p}")
-        if not self.repeat_penalty > 0:
-            raise ValueError(
-                f"repeat_penalty must be above 0 (1 is off), not {self.repeat_penalty}"
-            )
-        if self.repeat_last_n < -1:
-            raise ValueError(
-                f"repeat_last_n must be -1 (the whole context), 0 (off) or more, "
-                f"not {self.repeat_last_n}"
-            )
+        # The ranges are the shared table's (ranges.py), which the server checks requests with.
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name in RANGES and value is not None:
+                check(item.name, value)
 
     @property
     def penalized(self) -> bool:

@@ -256,7 +256,9 @@ class _Parser:
         self.need(4, "the magic number")
         magic = bytes(self.buf[0:4])
         if magic != MAGIC:
-            raise self.fail(f"not a GGUF file: magic is {magic!r}, expected {MAGIC!r}", 0)
+            # The bytes found are not named: the file may be anything (a server's error about a
+            # client's path must tell nothing of it).
+            raise self.fail(f"not a GGUF file: it does not begin with {MAGIC!r}", 0)
         self.pos = 4
         version = self.u32("the version")
         if version not in VERSIONS:

@@ -4,6 +4,8 @@ root can reach derives at least one finite string, so that generation can always
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from llamay.errors import GrammarError
 from llamay.grammar import utf8
 from llamay.grammar.syntax import Class, Group, Item, Literal, Ref, Repeat, Rules, Sequence
@@ -20,15 +22,7 @@ def check(rules: Rules, root: str) -> None:
 
 def productive_rules(rules: Rules) -> set[str]:
     """The rules that derive at least one finite string."""
-    done: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, alternatives in rules.items():
-            if name not in done and any(_all_productive(seq, done) for seq in alternatives):
-                done.add(name)
-                changed = True
-    return done
+    return _derive(rules, lambda item: not isinstance(item, Class) or is_productive(item, set()))
 
 
 def is_productive(item: Item, productive: set[str]) -> bool:
@@ -71,15 +65,79 @@ def _check_defined(rules: Rules) -> None:
 
 
 def _nullable_rules(rules: Rules) -> set[str]:
-    nullable: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, alternatives in rules.items():
-            if name not in nullable and any(_seq_nullable(s, nullable) for s in alternatives):
-                nullable.add(name)
-                changed = True
-    return nullable
+    """The rules that derive the empty string."""
+    return _derive(rules, lambda item: isinstance(item, Literal) and not item.chars)
+
+
+def _derive(rules: Rules, leaf: Callable[[Literal | Class], bool]) -> set[str]:
+    """The rules that derive a string with a property that a sequence has when each of its
+    items has it, a choice when one alternative has it, a repetition when it may repeat zero
+    times or its item has it, and a literal or class when `leaf` says so (productive: derives
+    a finite string; nullable: derives the empty one).
+
+    A least fixed point computed as Horn clauses are (Dowling and Gallier): each alternative
+    counts the parts it still waits for, and a part found to have the property is told to the
+    alternatives that wait for it, once each: linear in the size of the grammar, however the
+    rules are ordered. A group is a part of its own, an anonymous rule."""
+    owner: list[int] = []  # each alternative's part
+    waiting: list[int] = []  # each alternative's count of parts without the property yet
+    waiters: list[list[int]] = []  # each part's alternatives waiting on it (once per use)
+    index = {name: i for i, name in enumerate(rules)}
+    waiters.extend([] for _ in rules)
+    found: list[int] = []
+
+    def add_part() -> int:
+        waiters.append([])
+        return len(waiters) - 1
+
+    def add_alternatives(part: int, alternatives: tuple[Sequence, ...]) -> None:
+        for seq in alternatives:
+            needs: list[int] = []
+            possible = True
+            for item in seq:
+                need = requirement(item)
+                if need is False:
+                    possible = False
+                elif need is not True:
+                    needs.append(need)
+            if not possible:
+                continue
+            alternative = len(owner)
+            owner.append(part)
+            waiting.append(len(needs))
+            for need in needs:
+                waiters[need].append(alternative)
+            if not needs:
+                found.append(part)
+
+    def requirement(item: Item) -> bool | int:
+        """True or False when `item` has the property or not whatever the rules derive, else
+        the part it depends on."""
+        while isinstance(item, Repeat):
+            if item.min == 0:
+                return True
+            item = item.item
+        if isinstance(item, (Literal, Class)):
+            return leaf(item)
+        if isinstance(item, Ref):
+            return index.get(item.name, False)
+        part = add_part()  # a group
+        add_alternatives(part, item.alternatives)
+        return part
+
+    for name, alternatives in rules.items():
+        add_alternatives(index[name], alternatives)
+    done = [False] * len(waiters)
+    while found:
+        part = found.pop()
+        if done[part]:
+            continue
+        done[part] = True
+        for alternative in waiters[part]:
+            waiting[alternative] -= 1
+            if waiting[alternative] == 0:
+                found.append(owner[alternative])
+    return {name for name, i in index.items() if done[i]}
 
 
 def _nullable(item: Item, nullable: set[str]) -> bool:
@@ -125,25 +183,33 @@ def _check_left_recursion(rules: Rules) -> None:
         name: list(dict.fromkeys(n for seq in alts for n in _leading_refs(seq, nullable)))
         for name, alts in rules.items()
     }
+    # A depth-first search without recursion (a chain of rules can be as long as the grammar):
+    # a rule met again while it is on the path closes a cycle.
+    on_path: dict[str, int] = {}  # rule -> its place in `path`
     finished: set[str] = set()
-
-    def visit(name: str, path: list[str]) -> None:
-        if name in path:
-            cycle = [*path[path.index(name) :], name]
-            raise GrammarError(
-                f"rule '{name}' is left-recursive: {' -> '.join(cycle)} "
-                "(rewrite it to consume text before recursing, e.g. with repetition)"
-            )
-        if name in finished:
-            return
-        path.append(name)
-        for nxt in edges[name]:
-            visit(nxt, path)
-        path.pop()
-        finished.add(name)
-
-    for name in rules:
-        visit(name, [])
+    for start in rules:
+        if start in finished:
+            continue
+        path = [start]
+        on_path[start] = 0
+        branches = [iter(edges[start])]
+        while branches:
+            nxt = next(branches[-1], None)
+            if nxt is None:
+                done = path.pop()
+                del on_path[done]
+                finished.add(done)
+                branches.pop()
+            elif nxt in on_path:
+                cycle = [*path[on_path[nxt] :], nxt]
+                raise GrammarError(
+                    f"rule '{nxt}' is left-recursive: {' -> '.join(cycle)} "
+                    "(rewrite it to consume text before recursing, e.g. with repetition)"
+                )
+            elif nxt not in finished:
+                on_path[nxt] = len(path)
+                path.append(nxt)
+                branches.append(iter(edges[nxt]))
 
 
 # --- emptiness -----------------------------------------------------------------------------
@@ -151,13 +217,13 @@ def _check_left_recursion(rules: Rules) -> None:
 
 def _check_productive(rules: Rules, root: str) -> None:
     productive = productive_rules(rules)
-    reachable, todo = [root], [root]
+    reachable, todo = {root: None}, [root]  # a dict: a set that keeps the order found
     while todo:
         for seq in rules[todo.pop()]:
             for item in seq:
                 for ref in _refs(item):
                     if ref not in reachable:
-                        reachable.append(ref)
+                        reachable[ref] = None
                         todo.append(ref)
     if root not in productive:
         raise GrammarError(

@@ -12,10 +12,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from llamay.errors import GrammarError
 from llamay.grammar import analysis, utf8
 from llamay.grammar.syntax import Class, Group, Item, Literal, Ref, Repeat, Rules, Sequence
 
 _END = -1
+# The most elements a compiled grammar may have. Repetition multiplies (`x{0,10000}` is ten
+# thousand rules), so a small text can ask for gigabytes; this is room for any schema a tool
+# or response format needs (a string of up to 10,000 characters is about 30,000) at tens of MB.
+MAX_ELEMENTS = 250_000
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,16 @@ class _Builder:
         self.bodies: list[list[list[int]]] = [[] for _ in rules]
         self.sets: dict[int, int] = {}
         self.classes: dict[tuple, int] = {}
+        self.size = 0  # elements made so far, counted before they are made
+
+    def spend(self, n: int) -> None:
+        """Counts n more elements; GrammarError past MAX_ELEMENTS, before they are made."""
+        self.size += n
+        if self.size > MAX_ELEMENTS:
+            raise GrammarError(
+                f"the grammar expands to more than {MAX_ELEMENTS} elements (its repetitions "
+                "multiply what they repeat); use smaller repetition counts or fewer of them"
+            )
 
     def build(self, root: str) -> Compiled:
         for name, alternatives in self.rules.items():
@@ -67,6 +82,7 @@ class _Builder:
         )
 
     def new_rule(self, body: list[list[int]]) -> int:
+        self.spend(len(body))  # each alternative's end
         self.bodies.append(body)
         return len(self.bodies) - 1
 
@@ -85,6 +101,7 @@ class _Builder:
 
     def item(self, item: Item) -> list[int]:
         if isinstance(item, Literal):
+            self.spend(len(item.chars))
             return [self.byte_set(1 << b) for ch in item.chars for b in utf8.encode(ch)]
         if isinstance(item, Class):
             return self.char_class(item)
@@ -100,6 +117,7 @@ class _Builder:
         key = (item.ranges, item.negated)
         if key not in self.classes:
             patterns = utf8.byte_patterns(utf8.code_points(item.ranges, item.negated))
+            self.spend(sum(len(pattern) for pattern in patterns))
             if len(patterns) == 1 and len(patterns[0]) == 1:
                 return [self.byte_set(patterns[0][0])]
             body = [[self.byte_set(mask) for mask in pattern] for pattern in patterns]
@@ -112,6 +130,8 @@ class _Builder:
         body = self.item(item.item)
         if len(body) > 1:
             body = [_ref(self.new_rule([body]))]
+        bounded = item.min if item.max is None else item.max
+        self.spend(len(body) * item.min + (bounded - item.min + 1) * (len(body) + 2))
         out = body * item.min
         if item.max is None:
             loop = len(self.bodies)

@@ -25,6 +25,8 @@ _SIMPLE_ESCAPES = {
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
 _MAX_CODE_POINT = 0x10FFFF
 _MAX_REPEAT = 10_000
+# Groups nest at most this deep: the checks and the compiler walk a group's items recursively.
+MAX_NESTING = 64
 
 
 def parse(text: str) -> Rules:
@@ -40,6 +42,7 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.depth = 0  # groups open at pos
 
     # --- errors and lexing --------------------------------------------------------------------
 
@@ -77,6 +80,8 @@ class _Parser:
         start = self.pos
         while self.peek().isascii() and self.peek().isdigit():
             self.pos += 1
+        if self.pos - start > len(str(_MAX_REPEAT)):  # before int(), which is slow on many digits
+            raise self.fail(f"repetition counts above {_MAX_REPEAT} are not supported", start)
         return int(self.text[start : self.pos]) if self.pos > start else None
 
     # --- grammar structure --------------------------------------------------------------------
@@ -123,12 +128,16 @@ class _Parser:
                 self.pos += 1
                 items.append(Class((), negated=True))
             elif ch == "(":
+                if self.depth == MAX_NESTING:
+                    raise self.fail(f"groups nest more than {MAX_NESTING} deep")
                 self.pos += 1
+                self.depth += 1
                 self.skip_space(newlines=True)
                 group = self.alternatives(nested=True)
                 if self.peek() != ")":
                     raise self.fail("expected ')' to close the group opened", start)
                 self.pos += 1
+                self.depth -= 1
                 items.append(Group(group))
             elif ch in ("<", "!"):
                 raise self.fail(

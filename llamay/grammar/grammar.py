@@ -16,12 +16,20 @@ from llamay.grammar.compile import compile_rules
 from llamay.grammar.vocabulary import token_trie
 from llamay.tokenizer import Tokenizer
 
+# Far more than any grammar or schema a request needs; parsing is linear, but each character of
+# a literal becomes elements of the compiled form.
+MAX_TEXT = 1 << 20
+
 
 class Grammar:
     """A language to constrain generation to. Build one with `from_gbnf`, `from_json_schema`,
     `any_json` or `json_object`; `matcher(tokenizer)` follows one sequence through it."""
 
     def __init__(self, text: str, root: str = "root") -> None:
+        if len(text) > MAX_TEXT:
+            raise GrammarError(
+                f"the grammar is {len(text)} characters long; the limit is {MAX_TEXT}"
+            )
         rules = gbnf.parse(text)
         analysis.check(rules, root)
         self._text = text

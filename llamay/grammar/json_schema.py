@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import deque
 from typing import Any
 
 from llamay.errors import GrammarError
@@ -48,6 +49,14 @@ _SUPPORTED = _GENERAL.union(*_BY_TYPE.values())
 _TYPES = tuple(_BY_TYPE)
 
 _FORMATS = ("date", "time", "date-time", "uuid", "email")
+
+# A schema is a client's: its conversion must stay small whatever its shape. Nesting is bounded
+# (the converter recurses once per level), and so is the work: each sub-schema converted and
+# each const/enum value costs one unit of the budget, which also stops anyOf/allOf
+# combinations from multiplying. oneOf compares its alternatives pairwise, so they are few.
+MAX_DEPTH = 32
+MAX_WORK = 20_000
+MAX_ONE_OF = 128
 
 
 def to_gbnf(schema: dict[str, Any] | bool) -> str:
@@ -96,6 +105,63 @@ def _json_type(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
+def _is_schema(value: Any) -> bool:
+    return isinstance(value, (dict, bool))
+
+
+def _is_names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+# What each keyword's value must be, checked before it is used (a schema is a client's: a
+# number where a list goes must be a GrammarError, not a TypeError).
+_KEYWORD_TYPES: dict[str, tuple[Any, str]] = {
+    "type": (lambda v: isinstance(v, str) or _is_names(v), "a type name or a list of them"),
+    "enum": (lambda v: isinstance(v, list), "a list"),
+    "anyOf": (lambda v: isinstance(v, list), "a list of schemas"),
+    "oneOf": (lambda v: isinstance(v, list), "a list of schemas"),
+    "allOf": (lambda v: isinstance(v, list), "a list of schemas"),
+    "$ref": (lambda v: isinstance(v, str), "a string"),
+    "$defs": (lambda v: isinstance(v, dict), "an object"),
+    "definitions": (lambda v: isinstance(v, dict), "an object"),
+    "properties": (
+        lambda v: isinstance(v, dict) and all(_is_schema(s) for s in v.values()),
+        "an object of schemas",
+    ),
+    "required": (_is_names, "a list of property names"),
+    "additionalProperties": (_is_schema, "a schema"),
+    "items": (lambda v: _is_schema(v) or isinstance(v, list), "a schema"),
+    "prefixItems": (lambda v: isinstance(v, list), "a list of schemas"),
+    "minItems": (_is_count, "a non-negative integer"),
+    "maxItems": (_is_count, "a non-negative integer"),
+    "minLength": (_is_count, "a non-negative integer"),
+    "maxLength": (_is_count, "a non-negative integer"),
+    "uniqueItems": (lambda v: isinstance(v, bool), "true or false"),
+    "format": (lambda v: isinstance(v, str), "a string"),
+    "pattern": (lambda v: isinstance(v, str), "a string"),
+}
+
+
+def _check_keywords(schema: dict[str, Any], where: str) -> None:
+    """GrammarError for a keyword llamay does not know, or a value of the wrong kind."""
+    for key, value in schema.items():
+        if key not in _SUPPORTED and key not in _DESCRIPTIVE:
+            raise GrammarError(f"unsupported JSON schema keyword {str(key)[:40]!r} at {where}")
+        expected = _KEYWORD_TYPES.get(key)
+        if expected is not None and not expected[0](value):
+            raise GrammarError(f"{key} at {where} must be {expected[1]}")
+
+
+def _is_key(value: Any) -> bool:
+    if not isinstance(value, str):
+        raise GrammarError(f"required names {value!r}, which is not a property name")
+    return True
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -105,16 +171,31 @@ class _Converter:
         self.root = root
         self.rules: dict[str, str] = {}
         self.refs: dict[str, str] = {}
+        self.next_suffix: dict[str, int] = {}  # per base name: the suffix to try next
+        self.depth = 0
+        self.work = 0
+
+    def spend(self, n: int, where: str) -> None:
+        self.work += n
+        if self.work > MAX_WORK:
+            raise GrammarError(
+                f"the schema is too large to enforce (at {where}): more than {MAX_WORK} "
+                "sub-schemas and enum values"
+            )
 
     # --- rules -------------------------------------------------------------------------------
 
     def rule(self, name: str, body: str) -> str:
         """Adds `name ::= body` under a fresh name; returns the name."""
         base = re.sub(r"[^a-zA-Z0-9-]+", "-", name).strip("-") or "rule"
-        name, n = base, 1
+        # Suffixes go on from the last one taken, so that many names of one base (properties
+        # "a!", "a?"... are all "a") cost one try each, not one per earlier name.
+        n = self.next_suffix.get(base, 1)
+        name = base if n == 1 else f"{base}-{n}"
         while name in self.rules or name in json_rules.RULES:
             n += 1
             name = f"{base}-{n}"
+        self.next_suffix[base] = n + 1
         self.rules[name] = body
         return name
 
@@ -131,15 +212,23 @@ class _Converter:
     def expression(self, schema: Any, name: str, where: str) -> str:
         """A GBNF expression for the JSON texts (followed by optional space) valid under
         `schema`, found at JSON pointer `where`."""
+        self.spend(1, where)
+        if self.depth == MAX_DEPTH:
+            raise GrammarError(f"the schema nests more than {MAX_DEPTH} deep (at {where})")
+        self.depth += 1
+        try:
+            return self.converted(schema, name, where)
+        finally:
+            self.depth -= 1
+
+    def converted(self, schema: Any, name: str, where: str) -> str:
         if schema is True or schema == {}:
             return self.primitive("value")
         if schema is False:
             raise GrammarError(f"the schema at {where} is false: no value is valid there")
         if not isinstance(schema, dict):
             raise GrammarError(f"the schema at {where} is not an object or a boolean")
-        for key in schema:
-            if key not in _SUPPORTED and key not in _DESCRIPTIVE:
-                raise GrammarError(f"unsupported JSON schema keyword '{key}' at {where}")
+        _check_keywords(schema, where)
         if "$ref" in schema and len(self.constraints(schema)) == 1:
             return self.ref(schema["$ref"], where)
         if "allOf" in schema or "$ref" in schema:
@@ -181,38 +270,54 @@ class _Converter:
 
     def merge(self, schema: dict[str, Any], where: str) -> dict[str, Any]:
         """One schema equivalent to `schema` with its allOf parts and $ref targets folded in."""
-        parts = [self.constraints(schema)]
+        parts = deque([self.constraints(schema)])
         merged: dict[str, Any] = {}
+        # Gathered apart and put in at the end, so that many parts cost their size, not the
+        # product of their count and the size so far.
+        required: dict[str, None] = {}
+        properties: dict[str, Any] = {}
         folded: set[str] = set()
         while parts:
-            part = parts.pop(0)
+            part = parts.popleft()
+            self.spend(1, where)
             if part is True:
                 continue
             if not isinstance(part, dict):
                 raise GrammarError(f"allOf at {where} holds something other than a schema")
+            _check_keywords(part, where)
             part = dict(self.constraints(part))
-            parts += part.pop("allOf", [])
+            more = part.pop("allOf", [])
+            if not isinstance(more, list):
+                raise GrammarError(f"allOf at {where} must be a list of schemas")
+            parts.extend(more)
             if "$ref" in part:
                 ref = part.pop("$ref")
-                if ref in folded:
+                if not isinstance(ref, str) or ref in folded:
                     raise GrammarError(f"$ref {ref!r} at {where} refers back to itself")
                 folded.add(ref)
                 parts.append(self.resolve(ref, where))
+            if "required" in part:
+                if not isinstance(part["required"], list):
+                    raise GrammarError(f"required at {where} must be a list")
+                required.update(dict.fromkeys(key for key in part.pop("required") if _is_key(key)))
+            if "properties" in part:
+                if not isinstance(part["properties"], dict):
+                    raise GrammarError(f"properties at {where} must be an object")
+                for prop, sub in part.pop("properties").items():
+                    old = properties.get(prop, sub)
+                    properties[prop] = sub if old == sub else {"allOf": [old, sub]}
             for key, value in part.items():
                 merged[key] = self.merge_keyword(key, merged.get(key), value, where)
+        if required:
+            merged["required"] = list(required)
+        if properties:
+            merged["properties"] = properties
         return merged
 
     @staticmethod
     def merge_keyword(key: str, old: Any, new: Any, where: str) -> Any:
         if old is None or old == new:
             return new
-        if key == "properties":
-            out = dict(old)
-            for prop, sub in new.items():
-                out[prop] = sub if out.get(prop, sub) == sub else {"allOf": [out[prop], sub]}
-            return out
-        if key == "required":
-            return list(dict.fromkeys([*old, *new]))
         if key == "type":
             a = {old} if isinstance(old, str) else set(old)
             b = {new} if isinstance(new, str) else set(new)
@@ -238,6 +343,11 @@ class _Converter:
             if not isinstance(subs, list) or not subs:
                 raise GrammarError(f"{keyword} at {where} must be a non-empty list of schemas")
             if keyword == "oneOf":
+                if len(subs) > MAX_ONE_OF:
+                    raise GrammarError(
+                        f"oneOf at {where} has {len(subs)} alternatives; at most {MAX_ONE_OF} "
+                        "can be checked to be disjoint (anyOf takes more)"
+                    )
                 self.check_disjoint(subs, where)
             if alternatives:
                 raise GrammarError(f"anyOf and oneOf together at {where} are not supported")
@@ -263,6 +373,7 @@ class _Converter:
             candidates = schema["enum"]
         else:
             raise GrammarError(f"enum at {where} must be a list")
+        self.spend(len(candidates), where)
         types = self.types(schema)
         chosen = [v for v in candidates if self.type_matches(v, types)]
         if "const" in schema and "enum" in schema:
@@ -495,6 +606,8 @@ class _Converter:
     def shape(self, schema: Any, where: str) -> dict[str, Any]:
         """What a oneOf alternative can be: its value set (const/enum), its types, and for
         objects the const/enum values of its required properties."""
+        if isinstance(schema, dict):
+            _check_keywords(schema, where)
         if isinstance(schema, dict) and ("$ref" in schema or "allOf" in schema):
             schema = self.merge(schema, where)
         if not isinstance(schema, dict) or "anyOf" in schema or "oneOf" in schema:

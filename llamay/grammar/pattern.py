@@ -18,6 +18,11 @@ _WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
 _SPACE = ((0x09, 0x0D), (0x20, 0x20))
 
 
+def _count(text: str) -> bool:
+    """Whether `text` is a repetition count: ASCII digits, few enough for int() to be quick."""
+    return text.isascii() and text.isdigit() and len(text) <= 6
+
+
 def _ascii_complement(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
     # Python's \D, \W, \S exclude Unicode digits, letters and spaces too: staying in ASCII
     # keeps every character the grammar allows one that the pattern allows.
@@ -36,6 +41,7 @@ _CLASS_ESCAPES = {
 _CHAR_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B}
 _HEX = {"x": 2, "u": 4}
 _MAX_REPEAT = 1000
+_MAX_NESTING = 16  # groups: the parser recurses into each, as the GBNF parser does into its output
 # What JSON writes for each character it must escape.
 _JSON_ESCAPES = {
     0x22: '\\"',
@@ -97,6 +103,7 @@ class _Parser:
         self.text = text
         self.where = where
         self.pos = 0
+        self.depth = 0
 
     def fail(self, message: str) -> GrammarError:
         return GrammarError(f"pattern at {self.where}, offset {self.pos + 1}: {message}")
@@ -127,7 +134,11 @@ class _Parser:
                 self.pos += 2
             elif self.peek() == "?":
                 raise self.fail("only plain and (?:...) groups are supported")
+            if self.depth == _MAX_NESTING:
+                raise self.fail(f"groups nest more than {_MAX_NESTING} deep")
+            self.depth += 1
             inner = self.alternation()
+            self.depth -= 1
             if self.peek() != ")":
                 raise self.fail("unclosed group")
             self.pos += 1
@@ -207,7 +218,7 @@ class _Parser:
             end = self.text.find("}", self.pos)
             body = self.text[self.pos + 1 : end] if end > 0 else ""
             low, sep, high = body.partition(",")
-            if not low.isdigit() or (high and not high.isdigit()):
+            if not _count(low) or (high and not _count(high)):
                 raise self.fail("expected {m}, {m,} or {m,n}")
             if int(low) > _MAX_REPEAT or (high and int(high) > _MAX_REPEAT):
                 raise self.fail(f"repetition counts above {_MAX_REPEAT} are not supported")

@@ -24,6 +24,12 @@ from llamay.models.registry import family_of
 # llama_context's defaults for YaRN (common_params yarn_beta_fast / yarn_beta_slow).
 YARN_BETA_FAST = 32.0
 YARN_BETA_SLOW = 1.0
+# Bounds far past any real model, so that a hostile file cannot ask for absurd allocations
+# (a tuple per layer, a KV page of 2**40 bytes) before the tensor checks would refuse it.
+_MAX_LAYERS = 4096
+_MAX_HEADS = 1 << 16
+_MAX_DIM = 1 << 20
+_MAX_CONTEXT = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -70,48 +76,53 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
     """Read the hyperparameters of a model from its GGUF metadata."""
     arch = metadata.get("general.architecture")
     family = family_of(arch)
+    read = _Reader(metadata, arch)
+    get = read.get
 
-    def get(key: str, default: Any = None) -> Any:
-        value = metadata.get(f"{arch}.{key}", default)
-        if value is None:
-            raise ModelFormatError(f"GGUF metadata lacks {arch}.{key}")
-        return value
-
-    n_embd = int(get("embedding_length"))
-    n_layer = int(get("block_count"))
-    n_ctx_train = int(get("context_length"))
-    n_head = _per_layer(get("attention.head_count"), n_layer)
+    n_embd = read.count("embedding_length", high=_MAX_DIM)
+    n_layer = read.count("block_count", high=_MAX_LAYERS)
+    n_ctx_train = read.count("context_length", high=_MAX_CONTEXT)
+    n_head = read.per_layer("attention.head_count", n_layer)
     # n_head_kv is optional and defaults to n_head.
-    n_head_kv = _per_layer(get("attention.head_count_kv", n_head), n_layer)
+    n_head_kv = read.per_layer("attention.head_count_kv", n_layer, n_head)
     # n_embd_head_k/v default to n_embd / n_head of layer 0; n_rot defaults to n_embd_head_k.
-    head_dim_k = int(get("attention.key_length", n_embd // n_head[0]))
-    head_dim_v = int(get("attention.value_length", n_embd // n_head[0]))
-    n_rot = int(get("rope.dimension_count", head_dim_k))
+    head_dim_k = read.count("attention.key_length", n_embd // n_head[0], high=_MAX_DIM)
+    head_dim_v = read.count("attention.value_length", n_embd // n_head[0], high=_MAX_DIM)
+    n_rot = read.count("rope.dimension_count", head_dim_k, low=0, high=_MAX_DIM)
 
     # RoPE scaling: "linear" when unspecified; the factor is stored as its inverse, freq_scale.
-    freq_base = float(get("rope.freq_base", 10000.0))
+    freq_base = read.number("rope.freq_base", 10000.0, positive=True)
     scaling_type = str(get("rope.scaling.type", "linear"))
     if scaling_type not in ("none", "linear", "yarn", "longrope"):
         raise ModelFormatError(f"unknown RoPE scaling type {scaling_type!r}")
-    factor = float(get("rope.scaling.factor", get("rope.scale_linear", 0.0)))
+    factor = read.number("rope.scaling.factor", read.number("rope.scale_linear", 0.0))
     if factor == 0.0 or scaling_type == "none":
         factor = 1.0
+    if factor < 0:
+        raise ModelFormatError(f"GGUF metadata {arch}.rope.scaling.factor is negative ({factor})")
     freq_scale = 1.0 / factor
-    n_ctx_orig = int(get("rope.scaling.original_context_length", n_ctx_train))
+    n_ctx_orig = read.count("rope.scaling.original_context_length", n_ctx_train, high=_MAX_CONTEXT)
     # llama_context: YaRN's ext_factor is 1 exactly when the scaling type is yarn; its attention
     # factor is YaRN's mscale 1 + 0.1 ln(factor), divided by the same amount because ggml's
     # rope_yarn multiplies that in again; the file's rope.scaling.attn_factor multiplies both.
     ext_factor = 1.0 if scaling_type == "yarn" else 0.0
-    attn_factor = float(get("rope.scaling.attn_factor", 1.0))
+    attn_factor = read.number("rope.scaling.attn_factor", 1.0)
     if ext_factor:
         yarn_mscale = 1.0 if factor <= 1.0 else 1.0 + 0.1 * math.log(factor)
-        attn_factor *= yarn_mscale / (1.0 + 0.1 * math.log(factor))
+        divisor = 1.0 + 0.1 * math.log(factor)
+        if divisor <= 0:
+            raise ModelFormatError(
+                f"GGUF metadata {arch}.rope.scaling.factor {factor} is too small"
+            )
+        attn_factor *= yarn_mscale / divisor
 
-    sliding_window = int(get("attention.sliding_window", family.swa_default_window))
+    sliding_window = read.count(
+        "attention.sliding_window", family.swa_default_window, low=-(2**31), high=_MAX_CONTEXT
+    )
     period = family.swa_period
     pattern = metadata.get(f"{arch}.attention.sliding_window_pattern")
     if family.swa_period_key and isinstance(pattern, (int, np.integer)):
-        period = int(pattern)
+        period = read.count("attention.sliding_window_pattern", low=0, high=_MAX_LAYERS)
     if family.swa_period == 0 or sliding_window <= 0:
         sliding_window = 0
     # set_swa_pattern(n): n == 0 makes every layer slide
@@ -121,9 +132,11 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
 
     scales = family.scales
     # llama.cpp reads a missing multiplier as 0 and skips a multiplier of 0.
-    if scales.attention is not None and float(metadata.get(f"{arch}.{scales.attention}", 0.0)):
-        attn_scale = float(get(scales.attention))
+    if scales.attention is not None and read.number(scales.attention, 0.0):
+        attn_scale = read.number(scales.attention)
     elif family.layers_of_27b and n_layer == family.layers_of_27b:
+        if n_embd < n_head[0]:
+            raise ModelFormatError(f"{arch}: {n_head[0]} heads for an embedding of {n_embd}")
         attn_scale = 1.0 / math.sqrt(n_embd // n_head[0])
     else:
         attn_scale = 1.0 / math.sqrt(head_dim_k)
@@ -131,12 +144,12 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
         # ggml_scale by sqrtf(n_embd): the fp32 square root, as llama.cpp computes it
         embd_scale = float(np.sqrt(np.float32(n_embd)))
     else:
-        embd_scale = _scale(get, scales.embedding)
+        embd_scale = _scale(read, scales.embedding)
     # Granite scales the logits by 1.0f / f_logit_scale, the quotient in fp32; Cohere by
     # f_logit_scale itself.
-    logit_scale = float(np.float32(1.0) / np.float32(_scale(get, scales.logit)))
+    logit_scale = float(np.float32(1.0) / np.float32(_scale(read, scales.logit)))
     if scales.logit_multiplier is not None:
-        logit_scale = float(np.float32(_scale(get, scales.logit_multiplier)))
+        logit_scale = float(np.float32(_scale(read, scales.logit_multiplier)))
 
     # Gemma 3 rotates sliding layers with base 10000, unscaled; gpt-oss with rope.freq_base_swa
     # where the file has it; OLMo 3 with the global base, no scaling and no YaRN.
@@ -145,7 +158,7 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
     if family.swa_rope_base is not None:
         swa_freq_base, swa_freq_scale = family.swa_rope_base, 1.0
     if family.swa_rope_base_key:
-        swa_freq_base = float(get("rope.freq_base_swa", freq_base))
+        swa_freq_base = read.number("rope.freq_base_swa", freq_base, positive=True)
     if family.swa_rope_unscaled:
         swa_freq_scale, swa_ext_factor, swa_attn_factor = 1.0, 0.0, 1.0
     # Granite: RoPE on unless rope.scaling.finetuned says false.
@@ -154,17 +167,23 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
     n_expert = n_expert_used = n_ff_shexp = 0
     experts = family.experts
     if experts is not None:
-        n_expert = int(get("expert_count", 0 if experts.optional else None))
+        n_expert = read.count(
+            "expert_count", 0 if experts.optional else None, low=0, high=_MAX_HEADS
+        )
         if n_expert:
-            n_expert_used = int(get("expert_used_count"))
+            n_expert_used = read.count("expert_used_count", high=n_expert)
             if not 0 < n_expert_used <= n_expert:
                 raise ModelFormatError(
                     f"{arch}.expert_used_count is {n_expert_used} for {n_expert} experts"
                 )
             if experts.shared == "gated":  # Qwen 2 MoE: the dense width when the key is absent
-                n_ff_shexp = int(get("expert_shared_feed_forward_length", 0)) or -1
+                n_ff_shexp = (
+                    read.count("expert_shared_feed_forward_length", 0, low=0, high=_MAX_DIM) or -1
+                )
             elif experts.shared == "plain":
-                n_ff_shexp = int(get("expert_shared_feed_forward_length", 0))
+                n_ff_shexp = read.count(
+                    "expert_shared_feed_forward_length", 0, low=0, high=_MAX_DIM
+                )
 
     return HParams(
         arch=arch,
@@ -176,19 +195,18 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
         n_head_kv=n_head_kv,
         head_dim_k=head_dim_k,
         head_dim_v=head_dim_v,
-        norm_eps=float(
-            get(
-                "attention.layer_norm_epsilon"
-                if family.norm == "layer"
-                else "attention.layer_norm_rms_epsilon"
-            )
+        norm_eps=read.number(
+            "attention.layer_norm_epsilon"
+            if family.norm == "layer"
+            else "attention.layer_norm_rms_epsilon",
+            low=0.0,
         ),
         attn_scale=attn_scale,
         embd_scale=embd_scale,
-        residual_scale=_scale(get, scales.residual),
+        residual_scale=_scale(read, scales.residual),
         logit_scale=logit_scale,
-        attn_softcap=_softcap(get, "attn_logit_softcapping", family.attn_softcap),
-        final_softcap=_softcap(get, "final_logit_softcapping", family.final_softcap),
+        attn_softcap=_softcap(read, "attn_logit_softcapping", family.attn_softcap),
+        final_softcap=_softcap(read, "final_logit_softcapping", family.final_softcap),
         sliding_window=sliding_window,
         swa_layers=swa_layers,
         use_rope=use_rope,
@@ -208,19 +226,77 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
     )
 
 
-def _per_layer(value: Any, n_layer: int) -> tuple[int, ...]:
-    if isinstance(value, (np.ndarray, list, tuple)):
-        if len(value) != n_layer:
-            raise ModelFormatError(f"per-layer array has {len(value)} entries for {n_layer} layers")
-        return tuple(int(v) for v in value)
-    return (int(value),) * n_layer
+class _Reader:
+    """The metadata of one architecture, read as numbers that are checked: a GGUF file is
+    untrusted, and a zero, a negative or an absurd count (0 heads, 2**60 layers) would otherwise
+    surface as a ZeroDivisionError, an IndexError or a huge allocation instead of a
+    ModelFormatError naming the key."""
+
+    def __init__(self, metadata: dict[str, Any], arch: str) -> None:
+        self.metadata = metadata
+        self.arch = arch
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.metadata.get(f"{self.arch}.{key}", default)
+        if value is None:
+            raise ModelFormatError(f"GGUF metadata lacks {self.arch}.{key}")
+        return value
+
+    def count(self, key: str, default: Any = None, *, low: int = 1, high: int) -> int:
+        return self._integer(key, self.get(key, default), low, high)
+
+    def per_layer(self, key: str, n_layer: int, default: Any = None) -> tuple[int, ...]:
+        """One count per layer: GGUF allows an array in place of one number."""
+        value = self.get(key, default)
+        if isinstance(value, (np.ndarray, list, tuple)):
+            if len(value) != n_layer:
+                raise ModelFormatError(
+                    f"GGUF metadata {self.arch}.{key} has {len(value)} entries for {n_layer} layers"
+                )
+            return tuple(self._integer(key, v, 1, _MAX_HEADS) for v in value)
+        return (self._integer(key, value, 1, _MAX_HEADS),) * n_layer
+
+    def number(
+        self, key: str, default: Any = None, *, low: float = -math.inf, positive: bool = False
+    ) -> float:
+        value = self.get(key, default)
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise ModelFormatError(
+                f"GGUF metadata {self.arch}.{key} is {_shown(value)}, not a number"
+            ) from None
+        if not math.isfinite(number) or number < low or (positive and number <= 0):
+            raise ModelFormatError(f"GGUF metadata {self.arch}.{key} = {number} is out of range")
+        return number
+
+    def _integer(self, key: str, value: Any, low: int, high: int) -> int:
+        try:
+            number = int(value)
+            whole = number == value
+        except (TypeError, ValueError, OverflowError):
+            whole = False
+        if not whole:
+            raise ModelFormatError(
+                f"GGUF metadata {self.arch}.{key} is {_shown(value)}, not an integer"
+            )
+        if not low <= number <= high:
+            raise ModelFormatError(
+                f"GGUF metadata {self.arch}.{key} = {number}: it must be from {low} to {high}"
+            )
+        return number
 
 
-def _softcap(get, key: str, default: float | None) -> float:
-    return 0.0 if default is None else float(get(key, default))
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
-def _scale(get, key: str | None) -> float:
+def _softcap(read: _Reader, key: str, default: float | None) -> float:
+    return 0.0 if default is None else read.number(key, default, low=0.0)
+
+
+def _scale(read: _Reader, key: str | None) -> float:
     """A multiplier the family reads from `key`: 1 when it has none, or the file lacks it or
     holds 0 (llama.cpp skips a multiplier of 0)."""
-    return 1.0 if key is None else float(get(key, 1.0)) or 1.0
+    return 1.0 if key is None else read.number(key, 1.0) or 1.0

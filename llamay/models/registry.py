@@ -97,6 +97,8 @@ def check_supported(gg: GGUFFile) -> str:
     )
     if arch is None:
         raise vocab_only
+    if not isinstance(arch, str):  # a hostile file: a number or an array where a name goes
+        raise UnsupportedModel(f"{where}general.architecture is not a name: {arch!r:.40}")
     try:
         family_of(arch)
     except UnsupportedModel as error:

@@ -161,6 +161,13 @@ def model_spec(gg: GGUFFile, hp: HParams, n_ctx: int) -> ModelSpec:
     tensors = _Tensors(gg, family)
     embd = tensors.matrix(name_of(family, "token_embd"), None, hp.n_embd)
     n_vocab = embd.shape[1]
+    vocabulary = gg.metadata.get("tokenizer.ggml.tokens")
+    if isinstance(vocabulary, (list, tuple, np.ndarray)) and len(vocabulary) != n_vocab:
+        # A token id the tokenizer makes must have an embedding row, and a sampled row a token.
+        raise ModelFormatError(
+            f"{gg.path}: the vocabulary has {len(vocabulary)} tokens but the embedding has "
+            f"{n_vocab} rows; they must be equal"
+        )
     dims = Dims(n_vocab, hp.n_embd, 1, 1, hp.head_dim_k, 1, hp.n_rot, False, "none")
     tied = family.output_is_embedding or not tensors.has(name_of(family, "output"))
     output = tensors.linear("token_embd" if tied else "output", None, dims)

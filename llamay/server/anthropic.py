@@ -19,6 +19,7 @@ import falcon
 from llamay.server import inference, openapi, remote, sse
 from llamay.server.errors import ApiError, error_body, from_exception, read_json
 from llamay.server.state import ServerState
+from llamay.server.watch import cancelled_on_disconnect
 
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "cancelled": "end_turn"}
 
@@ -44,9 +45,9 @@ _MESSAGES_REQUEST = {
         },
         "system": {"type": ["string", "array"]},
         "stop_sequences": {"type": "array", "items": {"type": "string"}},
-        "temperature": {"type": "number", "minimum": 0, "maximum": 1},
-        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
-        "top_k": {"type": "integer", "minimum": 0},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 1},  # Anthropic's range
+        "top_p": openapi.parameter("top_p"),
+        "top_k": openapi.parameter("top_k"),
         "stream": {"type": "boolean"},
         "tools": {"type": "array", "items": {"type": "object"}},
         "tool_choice": {"type": "object"},
@@ -150,7 +151,8 @@ class _Messages:
         if body.get("stream"):
             sse.respond(resp, reply.stream(), lambda: inference.release([generation]))
         else:
-            resp.media = reply.collect()
+            with cancelled_on_disconnect(req, [generation]):
+                resp.media = reply.collect()
 
 
 def _remote_message(
@@ -263,7 +265,7 @@ class _Reply:
 
     def _usage(self) -> dict[str, int]:
         n_prompt = len(self.request.prompt)
-        self.state.metrics.tokens(self.request.name, n_prompt, self.generation.n_generated)
+        self.state.count_tokens(self.request.model, n_prompt, self.generation.n_generated)
         return {"input_tokens": n_prompt, "output_tokens": self.generation.n_generated}
 
     def _message(

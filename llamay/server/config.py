@@ -1,4 +1,5 @@
-"""What a server is told at start: where it listens, who may call it, which models it serves."""
+"""What a server is told at start: where it listens, who may call it, which models it serves,
+and the bounds that keep one client from taking what the others need."""
 
 from __future__ import annotations
 
@@ -8,25 +9,42 @@ from pathlib import Path
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 11435
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
+DEFAULT_CONTEXT_TTL = 600.0
+DEFAULT_MAX_CONTEXTS = 64
+DEFAULT_CONNECTION_LIMIT = 1000
+DEFAULT_CHANNEL_TIMEOUT = 60
+DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_MAX_UPLOADS = 64 * 1024**3
+DEFAULT_UPLOAD_TTL = 3600.0
 
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """The settings of one server; `llamay serve` fills it from its options.
+    """The settings of one server; `llamay serve` fills it from its options (docs/deploy.md).
 
-    api_key: when set, every route requires it (`Authorization: Bearer KEY` or `x-api-key: KEY`).
+    api_key: when set, every route requires it (`Authorization: Bearer KEY` or `x-api-key: KEY`),
+    and the Host header is not checked. allowed_origins: web origins (`https://app.example`, or
+    "*") whose pages may call the server, with CORS answers; other origins may only read.
     kv_memory: each loaded model's KV cache budget (bytes or a size such as "2GiB"); None: the
     engine's default. n_ctx: tokens per context (None: the engine's default). memory_budget: the
-    bytes all loaded models may take together (weights + KV budget); the least recently used
-    model is unloaded to make room for another. keep_alive: seconds a model stays loaded after
-    its last use (negative: forever). model_dirs: directories under which a request may name a
-    .gguf file by path; a path elsewhere is refused. aliases: request name -> model name.
+    bytes all loaded models may take together (weights + KV budget, unloaded models that open
+    contexts still hold included); the least recently used model is unloaded to make room for
+    another. keep_alive: seconds a model stays loaded after its last use (negative: forever).
+    model_dirs: directories under which a request may name a .gguf file by path; any other
+    path is refused before it is opened. aliases: request name -> model name.
+    context_ttl: seconds a context made over HTTP lives after its last use; max_contexts: how
+    many such contexts may be open at once (429 past it). connection_limit, channel_timeout
+    (seconds an idle connection is kept) and header_timeout (seconds a request's headers may
+    take to arrive): waitress's, as `llamay serve` runs it. max_uploads: bytes of uploaded blobs
+    (/api/blobs) that no model uses yet which the store may hold (413 past it); upload_ttl:
+    seconds such a blob is kept before it is pruned.
     """
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     threads: int = 8
     api_key: str | None = None
+    allowed_origins: tuple[str, ...] = ()
     kv_memory: int | str | None = None
     n_ctx: int | None = None
     model_threads: int | None = None
@@ -35,3 +53,10 @@ class ServerConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY
     model_dirs: tuple[Path, ...] = ()
     aliases: dict[str, str] = field(default_factory=dict)
+    context_ttl: float = DEFAULT_CONTEXT_TTL
+    max_contexts: int = DEFAULT_MAX_CONTEXTS
+    connection_limit: int = DEFAULT_CONNECTION_LIMIT
+    channel_timeout: int = DEFAULT_CHANNEL_TIMEOUT
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    max_uploads: int = DEFAULT_MAX_UPLOADS
+    upload_ttl: float = DEFAULT_UPLOAD_TTL

@@ -5,7 +5,7 @@ A family route reads its own request shape and calls, in order:
 1. `chat_prompt(model, messages, tools=...)` (or `text_prompt`) -> prompt token ids;
 2. `sampling_kwargs(...)` -> the keyword arguments of `model.generate`, checked;
    `json_grammar(...)` / `tool_grammar(...)` -> the grammar that enforces an output format;
-3. `start(model, prompt, n, kwargs)` -> one Generation per choice;
+3. `start(model, prompt, n, kwargs)` -> one Generation per choice, each begun (`started`);
 4. `interleave(generations)` -> (choice index, Piece) in the order they are made, for streaming
    or collecting; `Outcome.of(...)` -> what each choice ended with.
 
@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llamay.engine import Model
+from llamay.engine import Model, ranges
 from llamay.engine.generate import chat_prompt_ids
 from llamay.errors import ContextOverflow
 from llamay.grammar import Grammar
@@ -39,7 +39,7 @@ from llamay.server.errors import ApiError
 # The most choices one request may ask for (each one is a sequence in the batch).
 MAX_CHOICES = 16
 MAX_STOP_STRINGS = 16
-MAX_TOP_LOGPROBS = 20
+MAX_TOP_LOGPROBS = int(ranges.RANGES["logprobs"].high)
 
 _TOOL_INSTRUCTIONS = (
     "You can call these tools (JSON schemas of their arguments):\n{tools}\n\n"
@@ -98,6 +98,7 @@ def chat_prompt(
     rendered = template.render(messages, tools=list(tools) if tools and native_tools else None)
     if prefill:
         rendered += prefill
+    rendered = bounded_text(model, rendered, truncate=truncate)
     return fit(model, chat_prompt_ids(model, rendered), truncate=truncate, reserve=reserve)
 
 
@@ -105,7 +106,25 @@ def text_prompt(model: Model, text: str, *, truncate: bool = False, reserve: int
     """Prompt ids of raw text (no template): BOS where the model asks for it, specials parsed."""
     if not text:
         raise ApiError(400, "the prompt is empty: there is nothing to continue", "prompt")
+    text = bounded_text(model, text, truncate=truncate)
     return fit(model, model.tokenize(text), truncate=truncate, reserve=reserve)
+
+
+def bounded_text(model: Model, text: str, *, truncate: bool) -> str:
+    """`text`, unless it is certainly more tokens than a context holds, which is known from its
+    length alone (no token stands for more than max_token_chars characters): then 400
+    (ContextOverflow) before a 30 MB text is tokenized only to be refused, or with `truncate`
+    its end, enough characters for the most tokens a context holds, and more."""
+    limit = (model.n_ctx + 1) * model.tokenizer.max_token_chars
+    if len(text) <= limit:
+        return text
+    if not truncate:
+        raise ContextOverflow(
+            f"the prompt is {len(text)} characters, so at least "
+            f"{len(text) // model.tokenizer.max_token_chars} tokens, but the context holds "
+            f"{model.n_ctx}; shorten it or ask for truncation"
+        )
+    return text[-limit:]
 
 
 def fit(model: Model, ids: list[int], *, truncate: bool, reserve: int) -> list[int]:
@@ -214,24 +233,23 @@ def sampling_kwargs(
     `logit_bias` maps token ids (ints or their strings, as JSON keys are) to a bias; -100 or
     less bans the token. `stop` is a string or a list of them."""
     kwargs: dict[str, Any] = {}
-    checks = {
-        "max_tokens": (max_tokens, int, 0, math.inf),
-        "temperature": (temperature, float, 0.0, 100.0),
-        "top_p": (top_p, float, 0.0, 1.0),
-        "top_k": (top_k, int, 0, math.inf),
-        "min_p": (min_p, float, 0.0, 1.0),
-        "typical_p": (typical_p, float, 0.0, 1.0),
-        "repeat_penalty": (repeat_penalty, float, 0.0, 100.0),
-        "repeat_last_n": (repeat_last_n, int, -1, math.inf),
-        "presence_penalty": (presence_penalty, float, -2.0, 2.0),
-        "frequency_penalty": (frequency_penalty, float, -2.0, 2.0),
-        "logprobs": (logprobs, int, 0, MAX_TOP_LOGPROBS),
+    given = {
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "top_p": top_p,
+        "top_k": top_k,
+        "min_p": min_p,
+        "typical_p": typical_p,
+        "repeat_penalty": repeat_penalty,
+        "repeat_last_n": repeat_last_n,
+        "presence_penalty": presence_penalty,
+        "frequency_penalty": frequency_penalty,
+        "logprobs": logprobs,
+        "seed": seed,
     }
-    for name, (value, kind, low, high) in checks.items():
+    for name, value in given.items():
         if value is not None:
-            kwargs[name] = _number(name, value, kind, low, high)
-    if seed is not None:
-        kwargs["seed"] = _number("seed", seed, int, -math.inf, math.inf)
+            kwargs[name] = checked(name, value)
     if stop is not None:
         kwargs["stop"] = _stop_strings(stop)
     if logit_bias:
@@ -241,14 +259,13 @@ def sampling_kwargs(
     return kwargs
 
 
-def _number(name: str, value: Any, kind: type, low: float, high: float) -> Any:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ApiError(400, f"{name} must be a number, not {value!r}", name)
-    if kind is int and value != int(value):
-        raise ApiError(400, f"{name} must be an integer, not {value!r}", name)
-    if not low <= value <= high:
-        raise ApiError(400, f"{name} must be between {low} and {high}, not {value!r}", name)
-    return kind(value)
+def checked(name: str, value: Any) -> int | float:
+    """A request's value for generation parameter `name`, checked against the range table the
+    engine uses too (400 naming the parameter when it is out of range)."""
+    try:
+        return ranges.check(name, value)
+    except ValueError as error:
+        raise ApiError(400, str(error), name) from None
 
 
 def _stop_strings(stop: Any) -> list[str]:
@@ -273,8 +290,17 @@ def _logit_bias(model: Model, bias: Any) -> dict[int, float]:
             raise ApiError(
                 400, f"logit_bias names token {token}, not in the vocabulary", "logit_bias"
             )
-        value = _number("logit_bias", value, float, -100.0, 100.0)
-        result[token] = -math.inf if value <= -100 else value
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not -100 <= value <= 100
+        ):
+            raise ApiError(
+                400,
+                f"logit_bias values must be numbers from -100 to 100, not {value!r}",
+                "logit_bias",
+            )
+        result[token] = -math.inf if value <= -100 else float(value)
     return result
 
 
@@ -373,10 +399,22 @@ def start(model: Model, prompt: list[int], n: int, kwargs: Mapping[str, Any]) ->
             seed = kwargs.get("seed")
             choice_kwargs = {**kwargs, "seed": None if seed is None else seed + index}
             generations.append(model.generate(prompt, **choice_kwargs))
+        started(generations)
     except BaseException:
         release(generations)
         raise
     return generations
+
+
+def started(generations: Sequence[Any]) -> None:
+    """Waits until each generation has its first result, and raises the error of one that
+    failed before its first token (no room in the KV cache: a 503): before the answer's
+    status is sent, so that a stream does not begin with 200 only to fail."""
+    for generation in generations:
+        generation.started()
+    for generation in generations:
+        if generation.error is not None and not generation.tokens:
+            raise generation.error
 
 
 def interleave(generations: Sequence[Any]) -> Iterator[tuple[int, Any]]:

@@ -6,16 +6,22 @@ copied until one side writes), saved to a snapshot file and restored from one, a
 `GET /llamay/v1/stats` gives each loaded model's KV page accounting.
 
 Errors have the OpenAI shape, `{"error": {"message", "type", "param", "code"}}` (errors.py).
-A context runs one request at a time: a second one while it generates is refused with 409.
+A context runs one generation at a time: another request on it while it generates is refused
+with 409 (forks and snapshots of an idle context wait their turn instead, a moment each).
+Contexts are a server's memory that clients hold: at most `--max-contexts` are open (429 past
+that), and one no request has used for `--context-ttl` is closed. An uploaded snapshot's pages
+stay private to its context (`?verify=true` recomputes and checks them, and then shares them).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import secrets
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +29,8 @@ from typing import Any
 
 import falcon
 
-from llamay.engine import Model
+from llamay.engine import Model, ranges
+from llamay.state import Context
 from llamay.errors import LlamayError, SnapshotMismatch
 from llamay.server import inference, sse
 from llamay.server.ending import stop
@@ -31,62 +38,88 @@ from llamay.server.errors import ApiError, read_json
 from llamay.server.metrics import loaded_kv_stats
 from llamay.server.native_describe import PREFIX, SNAPSHOT_TYPE, describe_routes
 from llamay.server.state import ServerState
-from llamay.state import Context
+from llamay.server.watch import cancelled_on_disconnect
+from llamay.paths import temp_prefix
 
+# How often, at most, idle contexts are looked for; what a 429 for too many suggests.
+_REAP_EVERY_S = 5.0
+_RETRY_AFTER_S = 30
 # Room for a snapshot's header, sections and metadata beyond its tokens, logits and pages.
 _SNAPSHOT_OVERHEAD = 64 * 1024
 _CHUNK = 1 << 20
-# The sampling options a generate request may carry, as inference.sampling_kwargs takes them.
-_SAMPLING = (
-    "max_tokens",
-    "temperature",
-    "top_k",
-    "top_p",
-    "min_p",
-    "typical_p",
-    "repeat_penalty",
-    "repeat_last_n",
-    "presence_penalty",
-    "frequency_penalty",
-    "seed",
-    "stop",
-)
+# The sampling options a generate request may carry, as inference.sampling_kwargs takes them:
+# the engine's parameters (but logprobs, which this API does not give) and stop strings.
+_SAMPLING = (*(name for name in ranges.RANGES if name != "logprobs"), "stop")
 _GENERATE_FIELDS = {*_SAMPLING, "prompt", "stream", "grammar", "json_schema"}
 _CREATE_FIELDS = {"model", "prompt", "messages"}
 
 
 @dataclass
 class Entry:
-    """One context of the API: its id, the model name it was made with, and a lock held while a
-    request uses it."""
+    """One context of the API: its id, the model name it was made with, when a request last
+    used it, and whether a generation runs in it (`busy`, under `mutex`, which is only held
+    for a moment: forks and snapshots of an idle context do not refuse each other)."""
 
     id: str
     model_name: str
     context: Context
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    last_used: float = field(default_factory=time.monotonic)
+    busy: bool = False
+    mutex: threading.Lock = field(default_factory=threading.Lock)
 
     def describe(self) -> dict[str, Any]:
         return {"id": self.id, "model": self.model_name, "n_tokens": self.context.n_tokens}
 
 
 class ContextRegistry:
-    """The open contexts of a server, by id (thread-safe)."""
+    """The open contexts of a server, by id (thread-safe). At most `limit` at once; one that no
+    request has used for `ttl` seconds is closed (a reaper thread looks every few seconds)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int, ttl: float) -> None:
         self._entries: dict[str, Entry] = {}
         self._lock = threading.Lock()
+        self.limit = limit
+        self.ttl = ttl
+        if math.isfinite(ttl):
+            interval = min(max(ttl / 4, 0.25), _REAP_EVERY_S)
+            threading.Thread(
+                target=self._reap_forever, args=(interval,), name="llamay-contexts", daemon=True
+            ).start()
 
     def add(self, model_name: str, context: Context) -> Entry:
+        """Registers `context`; 429 (its pages freed) when `limit` are open already."""
         entry = Entry(f"ctx-{secrets.token_hex(8)}", model_name, context)
         with self._lock:
-            self._entries[entry.id] = entry
+            full = len(self._entries) >= self.limit
+            if not full:
+                self._entries[entry.id] = entry
+        if full:
+            context.close()
+            raise self._full()
         return entry
+
+    def check_room(self) -> None:
+        """429 when `limit` contexts are open: asked before a context is computed, so that a
+        request past the limit costs nothing (add checks again)."""
+        with self._lock:
+            full = len(self._entries) >= self.limit
+        if full:
+            raise self._full()
+
+    def _full(self) -> ApiError:
+        return ApiError(
+            429,
+            f"{self.limit} contexts are open, the server's limit (--max-contexts): delete "
+            "some, or retry once idle ones expire (--context-ttl)",
+            retry_after=max(1, int(min(self.ttl, _RETRY_AFTER_S))),
+        )
 
     def get(self, context_id: str) -> Entry:
         with self._lock:
             entry = self._entries.get(context_id)
         if entry is None:
             raise ApiError(404, f"no context {context_id!r}: list them at GET {PREFIX}/contexts")
+        entry.last_used = time.monotonic()
         return entry
 
     def remove(self, context_id: str) -> Entry:
@@ -100,9 +133,32 @@ class ContextRegistry:
         with self._lock:
             return list(self._entries.values())
 
+    def expire(self) -> list[str]:
+        """Closes the contexts idle for longer than the TTL (not one a request is using);
+        returns their ids."""
+        cutoff = time.monotonic() - self.ttl
+        expired = []
+        for entry in self.all():
+            with entry.mutex:
+                if entry.busy or entry.last_used > cutoff:
+                    continue
+                entry.busy = True  # nothing may start on it now
+            with self._lock:
+                self._entries.pop(entry.id, None)
+            entry.context.close()
+            expired.append(entry.id)
+        return expired
+
+    def _reap_forever(self, interval: float) -> None:
+        while True:
+            time.sleep(interval)
+            self.expire()
+
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
-    registry = state.extras.setdefault("contexts", ContextRegistry())
+    registry = state.extras.setdefault(
+        "contexts", ContextRegistry(state.config.max_contexts, state.config.context_ttl)
+    )
     app.add_route(f"{PREFIX}/contexts", _Contexts(state, registry))
     app.add_route(f"{PREFIX}/contexts/{{context_id}}", _OneContext(registry))
     app.add_route(f"{PREFIX}/contexts/{{context_id}}/generate", _Generate(state, registry))
@@ -124,6 +180,7 @@ class _Contexts:
         resp.media = {"contexts": [entry.describe() for entry in self.registry.all()]}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.registry.check_room()
         if (req.content_type or "").split(";")[0].strip().lower() == SNAPSHOT_TYPE:
             entry = self._restore(req)
         else:
@@ -153,7 +210,7 @@ class _Contexts:
         except BaseException:
             context.close()
             raise
-        self.state.metrics.tokens(name, len(ids), 0)
+        self.state.count_tokens(model, len(ids), 0)
         return self.registry.add(name, context)
 
     def _restore(self, req: falcon.Request) -> Entry:
@@ -161,14 +218,17 @@ class _Contexts:
         if not name:
             raise ApiError(400, "restoring a snapshot needs the model's name: ?model=NAME", "model")
         model = self.state.models.get(name)
-        with tempfile.TemporaryDirectory(prefix="llamay-restore-") as folder:
+        with tempfile.TemporaryDirectory(prefix=temp_prefix("llamay-restore")) as folder:
             path = Path(folder) / "upload.llamay"
             # Room for the largest snapshot of this model, and at least the server's body
             # limit, so that another model's snapshot gets its 409 rather than a 413.
             limit = max(_largest_snapshot(model), self.state.config.max_body_bytes)
             _receive(req, path, limit)
+            # Unverified by default: the restored pages stay this context's own (and its
+            # forks'), never shared with other clients through the prefix tree.
+            verify = req.get_param_as_bool("verify", default=False)
             try:
-                context = model.restore(path)
+                context = model.restore(path, verify=verify)
             except SnapshotMismatch as error:
                 raise ApiError(409, _uploaded(error, path)) from None
             except LlamayError as error:
@@ -185,9 +245,10 @@ class _OneContext:
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
         entry = self.registry.get(context_id)
-        with _exclusive(entry):
+        with _idle(entry):
             self.registry.remove(context_id)
-            entry.context.close()
+            entry.busy = True  # gone: nothing may start on it any more
+        entry.context.close()
         resp.status = falcon.HTTP_204
 
 
@@ -197,8 +258,9 @@ class _Fork:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
         entry = self.registry.get(context_id)
-        with _exclusive(entry):
-            child = self.registry.add(entry.model_name, entry.context.fork())
+        with _idle(entry):
+            child = entry.context.fork()
+        child = self.registry.add(entry.model_name, child)
         resp.status = falcon.HTTP_201
         resp.set_header("Location", f"{PREFIX}/contexts/{child.id}")
         resp.media = child.describe()
@@ -210,9 +272,9 @@ class _Snapshot:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
         entry = self.registry.get(context_id)
-        with tempfile.TemporaryDirectory(prefix="llamay-snapshot-") as folder:
+        with tempfile.TemporaryDirectory(prefix=temp_prefix("llamay-snapshot")) as folder:
             path = Path(folder) / f"{context_id}.llamay"
-            with _exclusive(entry):
+            with _idle(entry):
                 entry.context.save(path, note={"model": entry.model_name})
             # The open file outlives its name: the body streams after the folder is gone.
             snapshot = open(path, "rb")  # noqa: SIM115 - falcon closes the stream
@@ -234,28 +296,31 @@ class _Generate:
         prompt = body.get("prompt", "")
         if not isinstance(prompt, str):
             raise ApiError(400, "prompt must be a string (text to add before generating)", "prompt")
+        prompt = inference.bounded_text(model, prompt, truncate=False)
         stream = body.get("stream", False)
         if not isinstance(stream, bool):
             raise ApiError(400, "stream must be true or false", "stream")
         kwargs = inference.sampling_kwargs(
             model, **{name: body.get(name) for name in _SAMPLING}, grammar=_grammar(body)
         )
-        if not entry.lock.acquire(blocking=False):
-            raise _busy(entry)
+        with _idle(entry):
+            entry.busy = True
         try:
             generation = model.generate(prompt, context=entry.context, **kwargs)
+            inference.started([generation])
         except BaseException:
-            entry.lock.release()
+            _done(entry)
             raise
         if stream:
             sse.respond(resp, self._events(entry, generation))
             return
         try:
-            for _ in generation.pieces():
-                pass
+            with cancelled_on_disconnect(req, [generation]):
+                for _ in generation.pieces():
+                    pass
         finally:
             stop(generation)
-            entry.lock.release()
+            _done(entry)
         self._count(entry, generation)
         resp.media = {
             "text": generation.text,
@@ -279,10 +344,10 @@ class _Generate:
             yield sse.event({"error": {"message": str(error)}}, "error")
         finally:
             stop(generation)
-            entry.lock.release()
+            _done(entry)
 
     def _count(self, entry: Entry, generation: Any) -> None:
-        self.state.metrics.tokens(entry.model_name, generation.n_prompt, generation.n_generated)
+        self.state.count_tokens(entry.context.model, generation.n_prompt, generation.n_generated)
 
 
 class _Stats:
@@ -294,25 +359,30 @@ class _Stats:
         models = loaded_kv_stats(self.state)
         for name, stats in models.items():
             stats["contexts"] = sum(e.model_name == name for e in self.registry.all())
-        resp.media = {"models": models}
+        resp.media = {"models": models, "memory": self.state.models.memory()}
 
 
 # --- helpers -------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
-def _exclusive(entry: Entry) -> Iterator[Entry]:
-    """Holds an entry's lock for a request, refusing (409) while another request holds it."""
-    if not entry.lock.acquire(blocking=False):
-        raise _busy(entry)
-    try:
+def _idle(entry: Entry) -> Iterator[Entry]:
+    """Holds an entry's mutex for a moment of work on it, refusing (409) while a generation
+    runs in it (or it is being deleted)."""
+    with entry.mutex:
+        if entry.busy:
+            raise ApiError(
+                409, f"context {entry.id} is generating; wait for that request to finish"
+            )
         yield entry
-    finally:
-        entry.lock.release()
+        entry.last_used = time.monotonic()
 
 
-def _busy(entry: Entry) -> ApiError:
-    return ApiError(409, f"context {entry.id} is generating; wait for that request to finish")
+def _done(entry: Entry) -> None:
+    """A generation in `entry` has ended: it is idle again."""
+    with entry.mutex:
+        entry.busy = False
+        entry.last_used = time.monotonic()
 
 
 def _refuse_unknown(body: dict[str, Any], known: set[str]) -> None:

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from llamay.engine import ranges
 from llamay.server import openapi
 
 PREFIX = "/llamay/v1"
 SNAPSHOT_TYPE = "application/octet-stream"  # a snapshot file, up or down
 
-_ERRORS = {400: "bad request", 404: "unknown model or context", 409: "the context is busy"}
+_ERRORS = {
+    400: "bad request",
+    404: "unknown model or context",
+    409: "the context is busy",
+    429: "too many open contexts (Retry-After)",
+    503: "busy: the KV cache or the memory budget is full (Retry-After)",
+}
 _CONTEXT = {
     "type": "object",
     "properties": {
@@ -29,24 +36,12 @@ _MESSAGE = {
 
 
 def describe_routes() -> None:
-    number = {"type": "number"}
-    integer = {"type": "integer"}
     generate_request = {
         "type": "object",
         "additionalProperties": False,
         "properties": {
             "prompt": {"type": "string", "description": "text to add before generating"},
-            "max_tokens": {"type": "integer", "minimum": 0},
-            "temperature": {"type": "number", "minimum": 0},
-            "top_k": {"type": "integer", "minimum": 0},
-            "top_p": {"type": "number", "minimum": 0, "maximum": 1},
-            "min_p": {"type": "number", "minimum": 0, "maximum": 1},
-            "typical_p": {"type": "number", "minimum": 0, "maximum": 1},
-            "repeat_penalty": number,
-            "repeat_last_n": integer,
-            "presence_penalty": number,
-            "frequency_penalty": number,
-            "seed": integer,
+            **{name: openapi.parameter(name) for name in ranges.RANGES if name != "logprobs"},
             "stop": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
             "stream": {"type": "boolean"},
             "grammar": {"type": "string", "description": "GBNF"},
@@ -81,7 +76,7 @@ def describe_routes() -> None:
         tag="llamay",
         request=create_request,
         other_requests={SNAPSHOT_TYPE: {"type": "string", "format": "binary"}},
-        query={"model": {"type": "string"}},
+        query={"model": {"type": "string"}, "verify": {"type": "boolean"}},
         response=_CONTEXT,
         status=201,
         errors={**_ERRORS, 409: "the snapshot is of other weights", 413: "body too large"},

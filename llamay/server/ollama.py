@@ -31,6 +31,7 @@ from llamay.server.ollama_models import model_name, respond_ndjson, stored
 from llamay.server.ollama_options import OLLAMA_OPTIONS
 from llamay.server.ollama_template import render_template
 from llamay.server.state import ServerState
+from llamay.server.watch import cancelled_on_disconnect
 
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
@@ -150,7 +151,7 @@ class _Request:
 
     def closing(self, generation: Any) -> dict[str, Any]:
         """The last object's fields: why it ended, and the counts and durations."""
-        self.state.metrics.tokens(self.name, generation.n_prompt, generation.n_generated)
+        self.state.count_tokens(self.model, generation.n_prompt, generation.n_generated)
         timings = generation.timings
         return {
             "done": True,
@@ -177,7 +178,7 @@ class _Generate:
             return
         ids = self._prompt_ids(request, prompt)
         kwargs = request.sampling(request.format_grammar())
-        generation = model.generate(ids, **kwargs)
+        generation = _begun(model.generate(ids, **kwargs))
 
         def objects() -> Iterator[dict[str, Any]]:
             for text, logprobs in request.steps(generation):
@@ -187,7 +188,7 @@ class _Generate:
             context = ids + generation.tokens
             yield {**request.head(), "response": "", **closing, "context": context}
 
-        _answer(resp, request.stream, objects(), generation, "response")
+        _answer(req, resp, request.stream, objects(), generation, "response")
 
     def _prompt_ids(self, request: _Request, prompt: str) -> list[int]:
         """The prompt's tokens after `context` (the tokens of the earlier turns): through the
@@ -198,7 +199,9 @@ class _Generate:
         template, raw = _optional_text(body, "template"), _flag(body, "raw", False)
         if raw or template:
             text = prompt if raw else render_template(template, system, prompt)
-            ids = model.tokenize(text, add_bos=not context)
+            ids = model.tokenize(
+                inference.bounded_text(model, text, truncate=False), add_bos=not context
+            )
         else:
             messages = [{"role": "system", "content": system}] if system else []
             ids = inference.chat_prompt(model, [*messages, {"role": "user", "content": prompt}])
@@ -231,7 +234,7 @@ class _Chat:
         if tools:
             grammar = inference.tool_grammar(tools, "auto")
         ids = inference.chat_prompt(model, messages, tools=tools or None)
-        generation = model.generate(ids, **request.sampling(grammar))
+        generation = _begun(model.generate(ids, **request.sampling(grammar)))
 
         def objects() -> Iterator[dict[str, Any]]:
             for message, logprobs in _chat_messages(request.steps(generation), tools):
@@ -240,10 +243,11 @@ class _Chat:
             closing = request.closing(generation)
             yield {**request.head(), "message": {"role": "assistant", "content": ""}, **closing}
 
-        _answer(resp, request.stream, objects(), generation, "message")
+        _answer(req, resp, request.stream, objects(), generation, "message")
 
 
 def _answer(
+    req: falcon.Request,
     resp: falcon.Response,
     stream: bool,
     objects: Iterator[dict[str, Any]],
@@ -257,7 +261,8 @@ def _answer(
         respond_ndjson(resp, _streamed(objects, generation))
         return
     try:
-        parts = list(objects)
+        with cancelled_on_disconnect(req, [generation]):
+            parts = list(objects)
     finally:
         _release(generation)
     last = parts.pop()
@@ -268,6 +273,16 @@ def _answer(
     if parts and "logprobs" in parts[0]:
         last["logprobs"] = [entry for part in parts for entry in part["logprobs"]]
     resp.media = last
+
+
+def _begun(generation: Any) -> Any:
+    """`generation`, once it has begun (inference.started); freed if it failed to."""
+    try:
+        inference.started([generation])
+    except BaseException:
+        _release(generation)
+        raise
+    return generation
 
 
 def _streamed(objects: Iterator[dict[str, Any]], generation: Any) -> Iterator[dict[str, Any]]:
@@ -347,6 +362,7 @@ class _Embed:
             raise ApiError(400, f"dimensions must be from 1 to {model.n_embd}", "dimensions")
         embeddings, n_tokens = [], 0
         for text in inputs:
+            text = inference.bounded_text(model, text, truncate=truncate)
             ids = inference.fit(model, model.tokenize(text), truncate=truncate, reserve=1)
             vector = model.embed(ids)
             if dimensions is not None:  # the first components, back to unit length
@@ -354,7 +370,7 @@ class _Embed:
                 vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
             embeddings.append(vector.tolist())
             n_tokens += len(ids)
-        self.state.metrics.tokens(name, n_tokens, 0)
+        self.state.count_tokens(model, n_tokens, 0)
         resp.media = {
             "model": name,
             "embeddings": embeddings,
@@ -378,8 +394,9 @@ class _Embeddings:
         if not prompt:
             resp.media = {"embedding": []}
             return
+        prompt = inference.bounded_text(model, prompt, truncate=False)
         ids = inference.fit(model, model.tokenize(prompt), truncate=False, reserve=1)
-        self.state.metrics.tokens(name, len(ids), 0)
+        self.state.count_tokens(model, len(ids), 0)
         resp.media = {"embedding": model.embed(ids, normalize=False).tolist()}
 
 

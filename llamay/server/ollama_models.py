@@ -6,11 +6,13 @@ Pull and create stream their status as NDJSON unless the request says `"stream":
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,16 +25,23 @@ from llamay import gguf, store
 from llamay.errors import LlamayError, ModelNotFound
 from llamay.server.errors import ApiError, read_json
 from llamay.server.state import ServerState
-from llamay.tokenizer.chat import ChatTemplate
+from llamay.store import prune
+from llamay.store.names import looks_like_path
+from llamay.tokenizer.chat import template_source
 
 NDJSON = "application/x-ndjson"
 # What Ollama reports as the expiry of a model kept loaded forever.
 _FOREVER = datetime(9999, 12, 31, tzinfo=timezone.utc)
+# How often uploads are checked for expiry, at most.
+_UPLOAD_SWEEP_S = 300.0
 # Metadata arrays (the vocabulary, merges...) are left out of /api/show unless it is verbose.
 _ARRAY_TYPES = (list, tuple, np.ndarray)
 
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
+    threading.Thread(
+        target=_expire_uploads, args=(state.config.upload_ttl,), name="llamay-uploads", daemon=True
+    ).start()
     app.add_route("/api/tags", _Tags(state))
     app.add_route("/api/show", _Show(state))
     app.add_route("/api/ps", _Ps(state))
@@ -40,7 +49,7 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
     app.add_route("/api/create", _Create(state))
     app.add_route("/api/copy", _Copy(state))
     app.add_route("/api/delete", _Delete(state))
-    app.add_route("/api/blobs/{digest}", _Blobs())
+    app.add_route("/api/blobs/{digest}", _Blobs(state))
 
 
 # --- shared with ollama.py -------------------------------------------------------------------------
@@ -56,11 +65,33 @@ def model_name(body: dict[str, Any]) -> str:
 
 def stored(state: ServerState, name: str) -> store.ModelEntry | None:
     """The store's entry for a request's model name (aliases followed), or None when the name
-    is not a store name (a file under the server's model directories)."""
+    is not a store name (a file under the server's model directories), or is a path outside
+    them (never looked up)."""
+    target = state.config.aliases.get(name, name)
     try:
-        return store.model_info(state.config.aliases.get(name, name))
+        if looks_like_path(target):
+            state.models.local_path(target)
+        return store.model_info(target)
     except (LlamayError, OSError):  # not a stored name, not even a name, or a damaged entry
         return None
+
+
+def store_name(state: ServerState, name: str) -> str:
+    """A name a request gives the store to find a model by: a path only under the server's
+    model directories (404 otherwise, before anything is opened)."""
+    return str(state.models.local_path(name)) if looks_like_path(name) else name
+
+
+def new_name(name: str, field: str) -> str:
+    """A name a request gives a model it stores (create, copy): a model name, never a path or
+    a URL, which would stand for a file to every other user of the store."""
+    if looks_like_path(name) or name.lower().startswith(("http://", "https://")):
+        raise ApiError(
+            400,
+            f"{field} must be a model name (NAME[:TAG], NS/NAME[:TAG]), not a path or URL",
+            field,
+        )
+    return name
 
 
 def timestamp(seconds: float | datetime) -> str:
@@ -124,6 +155,9 @@ class _Show:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, self.state.config.max_body_bytes)
         name = model_name(body)
+        store_name(
+            self.state, self.state.config.aliases.get(name, name)
+        )  # 404 for a path elsewhere
         entry = stored(self.state, name)
         if entry is None:
             raise ApiError(404, f"model {name!r} not found", "model")
@@ -134,7 +168,7 @@ class _Show:
             for key, value in metadata.items()
         }
         info["general.parameter_count"] = _stored_parameters(entry.path)
-        chat_template = ChatTemplate.from_gguf_metadata(metadata).source
+        chat_template = template_source(metadata)
         template = entry.template or chat_template
         capabilities = ["completion"]
         if "tools" in chat_template:
@@ -192,10 +226,11 @@ class _Pull:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, self.state.config.max_body_bytes)
         name = model_name(body)
+        source = store_name(self.state, name)
         insecure = body.get("insecure", False) is True
 
         def pull(progress: Callable[[dict], None]) -> None:
-            store.pull(name, insecure=insecure, progress=progress)
+            store.pull(source, insecure=insecure, progress=progress)
             self.state.models.unload(name)  # a loaded older version is reloaded on next use
 
         _run(resp, body, pull)
@@ -207,7 +242,7 @@ class _Create:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, self.state.config.max_body_bytes)
-        name = model_name(body)
+        name = new_name(model_name(body), "model")
         for unsupported in ("quantize", "adapters", "messages"):
             if body.get(unsupported):
                 raise ApiError(400, f"create does not support {unsupported!r}", unsupported)
@@ -264,8 +299,13 @@ class _Copy:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, self.state.config.max_body_bytes)
-        source, destination = _text(body, "source"), _text(body, "destination")
-        store.copy(self.state.config.aliases.get(source, source), destination)
+        source, destination = (
+            _text(body, "source"),
+            new_name(_text(body, "destination"), "destination"),
+        )
+        store.copy(
+            store_name(self.state, self.state.config.aliases.get(source, source)), destination
+        )
         self.state.models.unload(destination)
         resp.status = falcon.HTTP_200
 
@@ -276,8 +316,9 @@ class _Delete:
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
         name = model_name(read_json(req, self.state.config.max_body_bytes))
+        target = store_name(self.state, name)
         try:
-            store.remove(name)
+            store.remove(target)
         except ModelNotFound:
             raise ApiError(404, f"model {name!r} not found", "model") from None
         self.state.models.unload(name)
@@ -289,13 +330,54 @@ class _Delete:
 
 
 class _Blobs:
+    """Uploaded blobs, for /api/create to make models of. Those no model uses yet are bounded
+    (the config's max_uploads, 413 past it) and expire after its upload_ttl."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
     def on_head(self, req: falcon.Request, resp: falcon.Response, digest: str) -> None:
         resp.status = falcon.HTTP_200 if store.has_blob(digest) else falcon.HTTP_404
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, digest: str) -> None:
         if not store.has_blob(digest):
-            store.import_blob(digest, req.bounded_stream)
+            pending = sum(size for _, size, _ in prune.pending_uploads())
+            room = max(0, self.state.config.max_uploads - pending)
+            too_large = ApiError(
+                413,
+                f"the store holds {pending} bytes of uploads no model uses, and may hold "
+                f"{self.state.config.max_uploads} (--max-uploads): create models from them, or "
+                "`llamay prune`",
+            )
+            if req.content_length is not None and req.content_length > room:
+                raise too_large
+            store.import_blob(digest, _Bounded(req.bounded_stream, room, too_large))
+            prune.track_upload(digest)
         resp.status = falcon.HTTP_201
+
+
+class _Bounded:
+    """A body stream that raises `error` past `limit` bytes."""
+
+    def __init__(self, stream: Any, limit: int, error: ApiError) -> None:
+        self.stream = stream
+        self.left = limit
+        self.error = error
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self.stream.read(size)
+        self.left -= len(chunk)
+        if self.left < 0:
+            raise self.error
+        return chunk
+
+
+def _expire_uploads(ttl: float) -> None:
+    """Every few minutes, the uploads no model came to use in `ttl` seconds are deleted."""
+    while True:
+        with contextlib.suppress(LlamayError, OSError):  # a store gone or read-only: next time
+            prune.prune_uploads(ttl)
+        time.sleep(min(max(ttl, 1.0), _UPLOAD_SWEEP_S))
 
 
 # --- helpers ---------------------------------------------------------------------------------------

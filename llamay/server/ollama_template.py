@@ -1,4 +1,8 @@
-"""The Go templates a /api/generate request may carry, in the small subset they use."""
+"""The Go templates a /api/generate request may carry, in the small subset they use.
+
+The template is a client's: it is read in one pass (each `{{` finds its `}}` with one forward
+search, and the open `if`s are counted, not rescanned), so its cost is linear in its length.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,6 @@ import re
 
 from llamay.server.errors import ApiError
 
-_ACTION = re.compile(r"{{(-?)\s*(.*?)\s*(-?)}}", re.S)
 _VARIABLE = re.compile(r"\.(System|Prompt|Response)")
 _CONDITION = re.compile(r"if\s+\.(System|Prompt|Response)")
 
@@ -17,33 +20,44 @@ def render_template(template: str, system: str, prompt: str) -> str:
     {{ else }}...{{ end }}`, and the `{{-`/`-}}` trims. Anything else is refused (400)."""
     values = {"System": system, "Prompt": prompt, "Response": ""}
     out: list[str] = []
-    emitting = [True]  # one entry per open `if`: whether its current branch is output
     taken: list[bool] = []  # per open `if`: whether its condition held
+    in_else: list[bool] = []  # per open `if`: whether its `else` has been passed
+    muted = 0  # how many open `if`s are in a branch that is not output
     position, trim_next = 0, False
-    for match in _ACTION.finditer(template):
-        text = template[position : match.start()]
+    while (start := template.find("{{", position)) >= 0:
+        end = template.find("}}", start + 2)
+        if end < 0:  # no closing braces: the rest is text, as Go's parser would fail on anyway
+            break
+        inside = template[start + 2 : end]
+        trim_left, trim_right = inside.startswith("-"), inside.endswith("-")
+        action = inside[1 if trim_left else 0 : len(inside) - 1 if trim_right else None].strip()
+        text = template[position:start]
         text = text.lstrip() if trim_next else text
-        text = text.rstrip() if match.group(1) else text
-        if all(emitting):
+        text = text.rstrip() if trim_left else text
+        if not muted:
             out.append(text)
-        action, trim_next, position = match.group(2), bool(match.group(3)), match.end()
+        trim_next, position = trim_right, end + 2
         variable = _VARIABLE.fullmatch(action)
         condition = _CONDITION.fullmatch(action)
         if variable:
-            if all(emitting):
+            if not muted:
                 out.append(values[variable.group(1)])
         elif condition:
             taken.append(bool(values[condition.group(1)]))
-            emitting.append(taken[-1])
-        elif action == "else" and taken:
-            emitting[-1] = not taken[-1]
+            in_else.append(False)
+            muted += not taken[-1]
+        elif action == "else" and taken and not in_else[-1]:
+            in_else[-1] = True
+            muted += 1 if taken[-1] else -1
         elif action == "end" and taken:
+            muted -= taken[-1] == in_else[-1]
             taken.pop()
-            emitting.pop()
+            in_else.pop()
         else:
+            shown = action if len(action) <= 60 else action[:60] + "..."
             raise ApiError(
                 400,
-                f"template action {{{{ {action} }}}} is not supported; llamay's templates take "
+                f"template action {{{{ {shown} }}}} is not supported; llamay's templates take "
                 ".System, .Prompt, .Response and if/else/end",
                 "template",
             )

@@ -19,6 +19,7 @@ import numpy as np
 from llamay.server import anthropic, inference, openapi, remote, sse
 from llamay.server.errors import ApiError, error_body, from_exception, read_json
 from llamay.server.state import ServerState
+from llamay.server.watch import cancelled_on_disconnect
 
 OWNER = "llamay"
 
@@ -27,15 +28,15 @@ OWNER = "llamay"
 # ignored, as OpenAI's own server ignores what it does not know).
 _SAMPLING_FIELDS = {
     "model": {"type": "string", "examples": ["gemma3:270m"]},
-    "max_tokens": {"type": ["integer", "null"], "minimum": 0},
-    "temperature": {"type": ["number", "null"], "minimum": 0, "maximum": 2},
-    "top_p": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+    "max_tokens": openapi.parameter("max_tokens", nullable=True),
+    "temperature": openapi.parameter("temperature", nullable=True),
+    "top_p": openapi.parameter("top_p", nullable=True),
     "n": {"type": ["integer", "null"], "minimum": 1},
     "stream": {"type": ["boolean", "null"]},
     "stop": {"type": ["string", "array", "null"], "items": {"type": "string"}},
-    "seed": {"type": ["integer", "null"]},
-    "presence_penalty": {"type": ["number", "null"], "minimum": -2, "maximum": 2},
-    "frequency_penalty": {"type": ["number", "null"], "minimum": -2, "maximum": 2},
+    "seed": openapi.parameter("seed", nullable=True),
+    "presence_penalty": openapi.parameter("presence_penalty", nullable=True),
+    "frequency_penalty": openapi.parameter("frequency_penalty", nullable=True),
     "logit_bias": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
 }
 _CHAT_REQUEST = {
@@ -55,7 +56,7 @@ _CHAT_REQUEST = {
                 },
             },
         },
-        "max_completion_tokens": {"type": ["integer", "null"], "minimum": 0},
+        "max_completion_tokens": openapi.parameter("max_tokens", nullable=True),
         "logprobs": {"type": ["boolean", "null"]},
         "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
         "response_format": {"type": ["object", "null"]},
@@ -227,7 +228,8 @@ class _ChatCompletions:
         if stream:
             sse.respond(resp, chat.stream(include_usage), lambda: inference.release(generations))
         else:
-            resp.media = chat.collect()
+            with cancelled_on_disconnect(req, generations):
+                resp.media = chat.collect()
 
 
 def _remote_chat(
@@ -394,7 +396,7 @@ class _Chat:
 
     def _usage(self) -> dict[str, int]:
         generated = sum(g.n_generated for g in self.generations)
-        self.state.metrics.tokens(self.name, len(self.prompt), generated)
+        self.state.count_tokens(self.model, len(self.prompt), generated)
         return _usage(len(self.prompt), generated)
 
     def collect(self) -> dict[str, Any]:
@@ -576,7 +578,8 @@ class _Completions:
                 resp, completion.stream(include_usage), lambda: inference.release(generations)
             )
         else:
-            resp.media = completion.collect()
+            with cancelled_on_disconnect(req, generations):
+                resp.media = completion.collect()
 
 
 def _prompts(prompt: Any) -> list[str | list[int]]:
@@ -624,7 +627,7 @@ class _TextCompletion:
     def _usage(self) -> dict[str, int]:
         n_prompt = sum(len(p) for p in self.prompts)
         generated = sum(g.n_generated for g in self.generations)
-        self.state.metrics.tokens(self.name, n_prompt, generated)
+        self.state.count_tokens(self.model, n_prompt, generated)
         return _usage(n_prompt, generated)
 
     def _finish(self, index: int) -> str:
@@ -763,7 +766,7 @@ class _Embeddings:
                 else vector.tolist()
             )
             data.append({"object": "embedding", "index": index, "embedding": embedding})
-        self.state.metrics.tokens(name, n_tokens, 0)
+        self.state.count_tokens(model, n_tokens, 0)
         resp.media = {
             "object": "list",
             "data": data,

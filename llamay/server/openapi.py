@@ -7,6 +7,7 @@ bare description), and a description whose route is not served does not.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import falcon
 
 from llamay._version import __version__
+from llamay.engine import ranges
 
 if TYPE_CHECKING:
     from llamay.server.state import ServerState
@@ -51,7 +53,28 @@ MODEL_ROUTE_ERRORS = {
     401: "missing or wrong API key",
     404: "unknown model",
     413: "body too large",
+    503: "busy: the KV cache or the memory budget is full (Retry-After)",
 }
+# What any route may answer (guard.py, errors.read_json).
+_GUARD_ERRORS = {
+    403: "a foreign Origin on a route that changes things, or (without an API key) a Host that is not this server's"
+}
+_JSON_ERRORS = {415: "the body is not sent as application/json"}
+
+
+def parameter(name: str, nullable: bool = False) -> dict[str, Any]:
+    """The JSON schema of generation parameter `name`, from the range table the server checks
+    requests with (llamay/engine/ranges.py)."""
+    allowed = ranges.RANGES[name]
+    kind = "integer" if allowed.kind is int else "number"
+    schema: dict[str, Any] = {"type": [kind, "null"] if nullable else kind}
+    for bound, is_open, inclusive, exclusive in (
+        (allowed.low, allowed.low_open, "minimum", "exclusiveMinimum"),
+        (allowed.high, allowed.high_open, "maximum", "exclusiveMaximum"),
+    ):
+        if math.isfinite(bound):
+            schema[exclusive if is_open else inclusive] = bound
+    return schema
 
 
 def describe(
@@ -169,7 +192,8 @@ def _operation(method: str, template: str, op: Operation) -> dict[str, Any]:
     if content and op.status != 204:
         success["content"] = content
     responses: dict[str, Any] = {str(op.status): success}
-    for status, description in op.errors.items():
+    errors = _GUARD_ERRORS | (_JSON_ERRORS if op.request_type == JSON and op.request else {})
+    for status, description in sorted((errors | op.errors).items()):
         responses[str(status)] = {"description": description}
     operation: dict[str, Any] = {
         "summary": op.summary,

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from llamay._core.pages import PageTable
-from llamay.errors import ContextOverflow
+from llamay.errors import ContextOverflow, KVCacheFull
 from llamay.state.layout import KVLayout, PageStorage
 from llamay.state.prefix_tree import PrefixTree
 
@@ -162,14 +162,14 @@ class KVCache:
                 self.decref(int(page))
 
     def make_room(self, n_pages: int) -> None:
-        """Evicts cached pages until n_pages are free; ContextOverflow, nothing allocated, when
-        even that is not enough."""
+        """Evicts cached pages until n_pages are free; KVCacheFull (a ContextOverflow: the
+        server answers 503, to be retried), nothing allocated, when even that is not enough."""
         with self.lock:
             if n_pages > self.table.n_free:
                 self.tree.evict(n_pages - self.table.n_free)
             if n_pages > self.table.n_free:
                 mib = self.n_pages * self.layout.page_bytes / 1048576.0
-                raise ContextOverflow(
+                raise KVCacheFull(
                     f"the KV cache is full: {n_pages} page(s) of {self.page_tokens} tokens "
                     f"needed but only {self.table.n_free} of {self.n_pages} are free "
                     f"({mib:.1f} MiB in all); free a context or raise the KV memory budget"

@@ -131,6 +131,75 @@ def read(
     return _contents(identity, layout, n_ctx, meta, sections, path)
 
 
+def _verified(
+    model: Model,
+    meta: dict[str, Any],
+    tokens: list[int],
+    logits: np.ndarray | None,
+    page_data: memoryview,
+    path: Path,
+) -> Context:
+    """A context of the snapshot's tokens, computed here, once its KV and logits are found to
+    equal the snapshot's bit for bit (the engine writes the same bits however a prefix was
+    computed, docs/state-engine.md); SnapshotCorrupt, and nothing kept, if any differ."""
+    from llamay.engine.context import Context
+
+    ctx = Context(model)
+    try:
+        if tokens:
+            ctx.feed(tokens)
+        differs = _first_difference(model, meta, ctx, page_data)
+        if (
+            differs is None
+            and logits is not None
+            and not np.array_equal(logits.view(np.uint32), ctx._logits.view(np.uint32))
+        ):
+            differs = "the logits"
+    except BaseException:
+        ctx.close()
+        raise
+    if differs is not None:
+        ctx.close()
+        raise SnapshotCorrupt(
+            f"{path}: {differs}: not what these weights compute for the snapshot's tokens "
+            "(a recompute differs)"
+        )
+    ctx.note = meta.get("note")
+    return ctx
+
+
+def _first_difference(
+    model: Model, meta: dict[str, Any], ctx: Context, page_data: memoryview
+) -> str | None:
+    """Which page of the snapshot holds other bits than ctx's over the context's positions."""
+    size = meta["page_bytes"]
+    with model._lock:
+        for i, page in enumerate(ctx._page_table().tolist()):
+            ours = _slots(model, model.pool.read_page(page), i, meta["n_tokens"], raw=True)
+            theirs = _slots(
+                model, page_data[i * size : (i + 1) * size], i, meta["n_tokens"], raw=True
+            )
+            if not np.array_equal(ours, theirs):
+                return f"page {i}"
+    return None
+
+
+def _slots(
+    model: Model, page: bytes | memoryview, index: int, n_tokens: int, raw: bool = False
+) -> np.ndarray:
+    """The K and V values of page `index` of a context of n_tokens tokens, over the positions
+    it holds (a last page's slots past n_tokens hold stale values that nothing reads), as
+    floats or (raw) as their bits: (layers, K/V, kv heads, positions, head_dim)."""
+    arena = model.pool.arena
+    width = 2 if arena.dtype == "F16" else 4
+    dtype = (np.uint16 if width == 2 else np.uint32) if raw else ("<f2" if width == 2 else "<f4")
+    values = np.frombuffer(page, dtype=dtype).reshape(
+        arena.n_layers, 2, arena.n_kv_heads, arena.page_tokens, arena.head_dim
+    )
+    held = min(arena.page_tokens, n_tokens - index * arena.page_tokens)
+    return values[:, :, :, :held, :]
+
+
 def _sections(data: memoryview, path: Path) -> dict[bytes, memoryview]:
     """The payloads by name, each length and checksum checked."""
     if len(data) < _HEADER.size:

@@ -27,6 +27,7 @@ __all__ = [
     "import_blob",
     "list_models",
     "model_info",
+    "model_path",
     "pull",
     "remove",
     "resolve_model",
@@ -36,8 +37,12 @@ __all__ = [
 def resolve_model(model: str | Path) -> Path:
     """A MODEL argument (a .gguf path or a store name) to the path of its GGUF file."""
     text = str(model)
-    path = Path(text).expanduser()
-    if path.exists():
+    try:
+        path = Path(text).expanduser()
+        exists = path.exists()
+    except (OSError, ValueError, RuntimeError):  # too long, a NUL, ~user of no user
+        exists = False
+    if exists:
         if path.is_dir():
             raise ModelNotFound(f"{text}: is a directory, not a GGUF file")
         return path

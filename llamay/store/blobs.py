@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from llamay.errors import DigestMismatch, PullError
-from llamay.paths import fsync_dir
+from llamay.store.locks import store_lock
+from llamay.paths import fsync_dir, temp_prefix
 from llamay.store.paths import blobs_dir
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -67,18 +68,21 @@ def import_blob(digest: str, stream: BinaryIO | Iterable[bytes]) -> Path:
 
     DigestMismatch if they hash to something else; nothing is stored then."""
     check_digest(digest)
-    fd, name = tempfile.mkstemp(prefix=".import-", suffix=".partial", dir=blobs_dir())
-    os.close(fd)
-    partial = Path(name)
-    chunks = iter(lambda: stream.read(_CHUNK), b"") if hasattr(stream, "read") else stream
-    try:
-        with space_explained(partial), open(partial, "wb") as out:
-            for chunk in chunks:
-                out.write(chunk)
-        commit(partial, digest, f"blob {digest}")
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            partial.unlink()
+    with store_lock(exclusive=False):  # prune must not take it before a name uses it
+        fd, name = tempfile.mkstemp(
+            prefix=temp_prefix(".import"), suffix=".partial", dir=blobs_dir()
+        )
+        os.close(fd)
+        partial = Path(name)
+        chunks = iter(lambda: stream.read(_CHUNK), b"") if hasattr(stream, "read") else stream
+        try:
+            with space_explained(partial), open(partial, "wb") as out:
+                for chunk in chunks:
+                    out.write(chunk)
+            commit(partial, digest, f"blob {digest}")
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                partial.unlink()
     return blob_path(digest)
 
 

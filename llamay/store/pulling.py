@@ -2,7 +2,9 @@
 
 The name's lock is held throughout, so a second pull of the same name waits, then finds every
 blob stored and only rewrites the manifest. A failure leaves the name as it was: the manifest is
-written last, after every blob is stored and verified.
+written last, after every blob is stored and verified; blobs found already stored are hashed
+too, and fetched again if they are damaged. The store lock is held shared, so that prune never
+takes a blob this pull stored but has not named yet.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from llamay.store.blobs import blob_path, import_file
 from llamay.store.builtin import packaged_model_path
 from llamay.store.download import Fetcher
 from llamay.store.huggingface import hf_fetcher, pull_huggingface
-from llamay.store.locks import locked
+from llamay.store.locks import locked, store_lock
 from llamay.store.manifests import MODEL, layers_of, make_manifest, parse_manifest
 from llamay.store.names import ModelName, parse
 from llamay.store.registry import pull_registry
+from llamay.store.verify import intact
 
 
 def pull(
@@ -33,12 +36,21 @@ def pull(
         raise PullError(f"{name}: --insecure is only for HOST[:PORT]/NS/NAME[:TAG] names")
     if parsed.kind == "registry" and parsed.scheme == "http" and not insecure:
         raise PullError(f"{name}: a plain-http registry needs --insecure")
-    with locked(f"name:{parsed.key}"):
+    with store_lock(exclusive=False), locked(f"name:{parsed.key}"):
         committed: list[str] = []
         try:
             raw = _fetch(parsed, insecure, report, committed)
+            damaged = _damaged(raw, name, committed)
+            if damaged:
+                # Stored before this pull and no longer what their names say: fetched again.
+                for digest in damaged:
+                    blob_path(digest).unlink(missing_ok=True)
+                raw = _fetch(parsed, insecure, report, committed)
+                if _damaged(raw, name, committed):
+                    raise PullError(f"{name}: a stored blob stays damaged after fetching it again")
         except DigestMismatch:
-            # The layers verified so far belong to a model that will not be stored.
+            # The layers verified so far belong to a model that will not be stored (other
+            # failures keep them, for the next pull of the name to find).
             catalog.delete_unused(committed)
             raise
         report({"status": "writing manifest"})
@@ -48,8 +60,22 @@ def pull(
             layers = layers_of(parse_manifest(raw, name))
             catalog.delete_unused(layer["digest"] for layer in layers)
             raise PullError(f"{name}: not a usable GGUF file ({exc}); nothing was stored") from None
+        except OSError:  # no room for the manifest: nor for what was fetched for it
+            catalog.delete_unused(committed)
+            raise
     report({"status": "success"})
     return entry
+
+
+def _damaged(raw: bytes, name: str, committed: list[str]) -> list[str]:
+    """The blobs of manifest `raw` that were stored before this pull (the ones it downloaded
+    were verified as they came) and do not hash to their digest."""
+    layers = layers_of(parse_manifest(raw, name))
+    return [
+        layer["digest"]
+        for layer in layers
+        if layer["digest"] not in committed and not intact(layer["digest"])
+    ]
 
 
 def _fetch(

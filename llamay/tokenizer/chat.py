@@ -88,12 +88,8 @@ class ChatTemplate:
                     f"this model has no chat template named {name!r}; "
                     + (f"it has: {', '.join(named)}" if named else "it has no named templates")
                 )
-            return cls(metadata[key], bos_token=bos_token, eos_token=eos_token)
-        source = metadata.get("tokenizer.chat_template")
-        if source:
-            return cls(source, bos_token=bos_token, eos_token=eos_token)
-        family = guess_builtin(metadata.get("general.architecture", ""), tokens)
-        return cls.builtin(family, bos_token=bos_token, eos_token=eos_token)
+            return cls(_text(metadata[key], key), bos_token=bos_token, eos_token=eos_token)
+        return cls(template_source(metadata), bos_token=bos_token, eos_token=eos_token)
 
     @classmethod
     def builtin(cls, name: str, bos_token: str = "", eos_token: str = "") -> ChatTemplate:
@@ -212,11 +208,36 @@ def _with_parsed_arguments(function: Mapping[str, Any]) -> dict[str, Any]:
     return copy
 
 
+def template_source(metadata: Mapping[str, Any]) -> str:
+    """The text of the template `from_gguf_metadata` compiles: the file's own, or else the
+    built-in one of the model's family. For showing it: this compiles nothing."""
+    source = metadata.get("tokenizer.chat_template")
+    if source:
+        return _text(source, "tokenizer.chat_template")
+    tokens = metadata.get("tokenizer.ggml.tokens", [])
+    architecture = metadata.get("general.architecture", "")
+    family = guess_builtin(
+        architecture if isinstance(architecture, str) else "",
+        [t for t in tokens if isinstance(t, str)] if isinstance(tokens, (list, tuple)) else [],
+    )
+    return BUILTIN_TEMPLATES[family]
+
+
+def _text(value: Any, key: str) -> str:
+    if not isinstance(value, str):
+        raise ChatTemplateError(f"the model's {key} is not text but {type(value).__name__}")
+    return value
+
+
 def _token_text(metadata: Mapping[str, Any], tokens: Sequence[str], key: str) -> str:
     token_id = metadata.get(key)
-    if token_id is None or not 0 <= int(token_id) < len(tokens):
+    try:
+        index = int(token_id)
+    except (TypeError, ValueError, OverflowError):  # absent, or not a number: a hostile file
         return ""
-    return tokens[int(token_id)]
+    if not 0 <= index < len(tokens) or not isinstance(tokens[index], str):
+        return ""
+    return tokens[index]
 
 
 # --- the sandbox ------------------------------------------------------------------------------------
@@ -495,7 +516,9 @@ def _compile(source: str, max_chars: int) -> jinja2.Template:
         raise ChatTemplateError(
             f"chat template is not valid Jinja (line {error.lineno}): {error.message}"
         ) from None
-    except RecursionError:
+    except (RecursionError, SyntaxError):
+        # Jinja compiles to Python: blocks nested past Python's limit of 20 ("too many
+        # statically nested blocks") or expressions past the parser's depth fail there.
         raise ChatTemplateError("chat template is nested too deeply to compile") from None
     except _Abort as abort:  # jinja folds constant expressions while compiling: the guards run then
         raise ChatTemplateError(str(abort)) from None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from llamay._core.tokenize import StringTable
 from llamay.errors import TokenizerError
 from llamay.tokenizer.bpe import BpeEncoder
@@ -35,6 +37,13 @@ class Tokenizer:
     @property
     def n_vocab(self) -> int:
         return len(self.vocab.tokens)
+
+    @functools.cached_property
+    def max_token_chars(self) -> int:
+        """The most characters of text one token stands for (at most its written length): a
+        text of n characters has at least n / max_token_chars tokens, known without
+        tokenizing it."""
+        return max((len(text) for text in self.vocab.tokens), default=1) or 1
 
     @property
     def bos_id(self) -> int | None:

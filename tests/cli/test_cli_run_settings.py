@@ -31,7 +31,9 @@ def test_flags_override_the_params_layer_which_overrides_the_defaults():
 
 
 def test_a_bad_params_layer_is_an_error_naming_it():
-    with pytest.raises(LlamayError, match="the model's params layer: top_p must be in"):
+    with pytest.raises(
+        LlamayError, match="the model's params layer: top_p must be a number in \\(0, 1\\]"
+    ):
         Settings.layered({"top_p": 3}, {}, None)
 
 
@@ -48,7 +50,7 @@ def test_set_parses_checks_and_restores():
     assert settings.values["temperature"] == 0.8 and "temperature" not in settings.explicit
     for name, text, problem in (
         ("top_k", "many", "top_k 'many': not an integer"),
-        ("repeat_penalty", "0", "repeat_penalty must be above 0"),
+        ("repeat_penalty", "0", r"repeat_penalty must be a number in \(0, 100\]"),
         ("num_predict", "-3", "must be 0 or more"),
         ("warmth", "1", "no parameter 'warmth'"),
     ):

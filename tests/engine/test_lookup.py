@@ -111,6 +111,7 @@ def test_lookup_leaves_the_pages_as_a_plain_run_does(model):
     generation.context.close()
 
 
-def test_a_negative_lookup_is_refused(model):
-    with pytest.raises(ValueError, match="lookup must be 0 or more"):
-        model.generate("x", lookup=-1)
+def test_a_lookup_out_of_range_is_refused(model):
+    for bad in (-1, 65, 2.5):
+        with pytest.raises(ValueError, match=r"lookup must be an integer in \[0, 64\]"):
+            model.generate("x", lookup=bad)

@@ -65,7 +65,7 @@ def start_server(home: Path, *args: str, api_key: str | None = None) -> Server:
     log = open(home / "serve.log", "wb")  # noqa: SIM115 - the server writes it while it runs
     process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     server = Server(f"http://127.0.0.1:{port}", api_key, home, process)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # a loaded 2-core machine starts it slowly
     while True:
         if process.poll() is not None:
             raise RuntimeError(f"llamay serve exited: {(home / 'serve.log').read_text()}")

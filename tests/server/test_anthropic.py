@@ -169,7 +169,7 @@ def test_tool_results_continue_the_conversation(client):
 def event_names(server, body) -> list[tuple[str, dict]]:
     """(event name, data) of a raw /v1/messages stream."""
     events = []
-    with httpx.stream("POST", server.url("/v1/messages"), json=body) as response:
+    with httpx.stream("POST", server.url("/v1/messages"), json=body, timeout=120) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         name = None
         for line in response.iter_lines():

@@ -3,6 +3,11 @@ model names, and `llamay serve`'s refusal to listen beyond loopback without a ke
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
 import httpx
 import pytest
 
@@ -129,3 +134,18 @@ def test_serve_refuses_a_public_address_without_a_key():
 def test_serve_listens_beyond_loopback_when_told_to(launch, tmp_path_factory):
     running = launch(tmp_path_factory.mktemp("open-home"), "--host", "0.0.0.0", "--insecure-no-key")
     assert httpx.get(running.url("/health")).json() == {"status": "ok"}
+
+
+def test_serve_cleans_what_killed_processes_left(launch, tmp_path_factory):
+    """A server or pull killed with -9 leaves its temporary files: the next serve removes those
+    whose process is gone, and keeps the rest (an unfinished download resumes)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    home = tmp_path_factory.mktemp("stale-home")
+    (home / "manifests").mkdir()
+    stale = home / "manifests" / f".latest~{child.pid}-abcd.partial"
+    stale.write_text("half a manifest")
+    folder = Path(tempfile.mkdtemp(prefix=f"llamay-snapshot~{child.pid}-"))
+    (folder / "ctx.llamay").write_bytes(b"LLAMAYKV")
+    launch(home)
+    assert not stale.exists() and not folder.exists()

@@ -277,10 +277,19 @@ def test_client_mistakes_are_4xx_with_ollamas_error_shape(client, server, call, 
 
 
 def test_errors_are_json_objects_with_one_error_string(server):
+    json_type = {"Content-Type": "application/json"}
     for body in (b"{not json", b'{"model": "gemma3:270m", "prompt": "x", "format": "yaml"}'):
-        answer = httpx.post(server.url("/api/generate"), content=body)
+        answer = httpx.post(server.url("/api/generate"), content=body, headers=json_type)
         assert answer.status_code == 400
         assert list(answer.json()) == ["error"] and isinstance(answer.json()["error"], str)
+    # Sent as a form (curl -d's default), the body is refused unread: what a web page can send
+    # to any server without asking first (docs/security.md).
+    form = httpx.post(
+        server.url("/api/generate"),
+        content=b'{"model": "gemma3:270m"}',
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert form.status_code == 415 and "application/json" in form.json()["error"]
 
 
 def held_pages(server) -> int:

@@ -330,7 +330,9 @@ def test_stream_matches_the_whole_answer(client):
 
 def test_raw_stream_ends_with_done(server):
     body = {"model": "gemma3:270m", "messages": HELLO, "max_tokens": 3, "stream": True}
-    with httpx.stream("POST", server.url("/v1/chat/completions"), json=body) as response:
+    with httpx.stream(
+        "POST", server.url("/v1/chat/completions"), json=body, timeout=120
+    ) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         assert response.headers["x-accel-buffering"] == "no"
         events = [line for line in response.iter_lines() if line]
@@ -410,12 +412,14 @@ def test_embeddings_float_and_base64(client, server):
     raw = httpx.post(
         server.url("/v1/embeddings"),
         json={"model": "gemma3:270m", "input": texts[0], "encoding_format": "float"},
+        timeout=120,
     ).json()
     assert raw["object"] == "list" and raw["data"][0]["object"] == "embedding"
     assert np.allclose(raw["data"][0]["embedding"], vectors[0], atol=1e-6)
     b64 = httpx.post(
         server.url("/v1/embeddings"),
         json={"model": "gemma3:270m", "input": texts[0], "encoding_format": "base64"},
+        timeout=120,
     ).json()
     decoded = np.frombuffer(base64.b64decode(b64["data"][0]["embedding"]), dtype="<f4")
     assert np.array_equal(decoded, np.float32(raw["data"][0]["embedding"]))

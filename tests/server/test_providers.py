@@ -105,7 +105,10 @@ def test_a_failure_mid_stream_is_reported_in_the_stream(tmp_path_factory, launch
     relay = launch(home)
     path = "/v1/chat/completions" if family == "openai" else "/v1/messages"
     events = []
-    with httpx.stream("POST", relay.url(path), json={"model": "doomed-model", **STORY}) as response:
+    # The relay's first chunk waits for the upstream to load its model: seconds on a loaded
+    # machine, past httpx's default of 5.
+    body = {"model": "doomed-model", **STORY}
+    with httpx.stream("POST", relay.url(path), json=body, timeout=120) as response:
         assert response.status_code == 200
         for line in response.iter_lines():
             if line.startswith("data: "):

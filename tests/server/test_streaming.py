@@ -53,6 +53,7 @@ def test_a_client_that_goes_away_frees_its_pages(server):
     httpx.post(  # load the model, so that the baseline is a loaded model's
         server.url("/v1/completions"),
         json={"model": "gemma3:270m", "prompt": "hi", "max_tokens": 1},
+        timeout=120,
     )
     baseline = held_pages(server)
     body = {

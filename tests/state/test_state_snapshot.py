@@ -16,6 +16,8 @@ from llamay.errors import ContextOverflow, SnapshotCorrupt, SnapshotMismatch
 from llamay.paths import llamay_home
 from llamay.state.fingerprint import CACHE_NAME, file_fingerprint
 
+from helpers.snapshot_file import rebuilt, sections
+
 SYNTH = Path(__file__).parent.parent / "data" / "synth"
 QWEN2 = SYNTH / "qwen2-Q8_0.gguf"
 TOKENS = [(7 + 37 * i) % 2000 + 3 for i in range(40)]
@@ -280,3 +282,103 @@ def test_a_changed_file_is_hashed_again(tmp_path):
     assert file_fingerprint(copy) != first
     (llamay_home() / CACHE_NAME).write_text("not json")
     assert file_fingerprint(copy) == hashlib.sha256(b"two!").hexdigest()
+
+
+# --- a snapshot is untrusted ---------------------------------------------------------------------
+
+OTHER = [(11 + 53 * i) % 2000 + 3 for i in range(40)]  # another 40 tokens: other K/V
+
+
+def forged(model, tmp_path) -> Path:
+    """A snapshot that says TOKENS but holds the K/V and logits of OTHER, checksums valid: what
+    a client who wants other contexts' answers changed would upload."""
+    with model.context() as ctx:
+        ctx.feed(OTHER)
+        ctx.save(tmp_path / "other.kv")
+    data = (tmp_path / "other.kv").read_bytes()
+    tokens = np.asarray(TOKENS, dtype="<i4").tobytes()
+    path = tmp_path / "forged.kv"
+    path.write_bytes(rebuilt(data, TOKS=tokens))
+    return path
+
+
+def cold_logits(tokens: list[int]) -> np.ndarray:
+    with load(prefix_cache=False) as cold, cold.context() as ctx:
+        ctx.feed(tokens)
+        return ctx.logits()
+
+
+def test_a_restored_snapshots_pages_never_reach_other_contexts(tmp_path):
+    model = load()
+    path = forged(model, tmp_path)
+    model.prefix_tree.clear()
+    restored = model.restore(path)
+    assert restored.tokens == TOKENS and not restored.trusted
+    assert model.kv_stats()["pages_cached"] == 0
+    # Neither its forks nor what is computed after its pages go into the tree either.
+    child = restored.fork()
+    child.feed(list(range(3, 30)))
+    assert not child.trusted and model.kv_stats()["pages_cached"] == 0
+    # Another context of the same tokens computes them: the cold logits, not the forged ones.
+    with model.context() as victim:
+        victim.feed([*TOKENS, 9])
+        assert np.array_equal(victim.logits(), cold_logits([*TOKENS, 9]))
+    child.close()
+    restored.close()
+
+
+def test_a_verified_restore_recomputes_and_then_shares(model, saved):
+    before = model.kv_stats()
+    model.prefix_tree.clear()
+    ctx = model.restore(saved, verify=True)
+    assert ctx.trusted and ctx.tokens == TOKENS
+    assert np.array_equal(ctx.logits(), cold_logits(TOKENS))
+    assert model.kv_stats()["pages_cached"] == len(TOKENS) // model.page_tokens
+    ctx.close()
+    model.prefix_tree.clear()
+    assert model.kv_stats()["pages_used"] == before["pages_used"] - before["pages_cached"]
+
+
+def test_a_verified_restore_refuses_a_forged_snapshot_keeping_nothing(tmp_path):
+    model = load()
+    path = forged(model, tmp_path)
+    model.prefix_tree.clear()
+    with pytest.raises(SnapshotCorrupt, match="page 0: not what these weights compute"):
+        model.restore(path, verify=True)
+    model.prefix_tree.clear()
+    assert model.kv_stats()["pages_used"] == 0
+    # Forged logits alone (the pages left true) are caught too.
+    genuine = tmp_path / "genuine.kv"
+    with model.context() as ctx:
+        ctx.feed(TOKENS)
+        ctx.save(genuine)
+    logits = np.frombuffer(sections(genuine.read_bytes())[b"LOGT"], "<f4").copy()
+    logits[[1, 2]] = logits[[2, 1]]
+    genuine.write_bytes(rebuilt(genuine.read_bytes(), LOGT=logits.tobytes()))
+    with pytest.raises(SnapshotCorrupt, match="the logits: not what"):
+        model.restore(genuine, verify=True)
+
+
+@pytest.mark.parametrize("section", ["PAGE", "LOGT"])
+def test_non_finite_values_are_refused(model, saved, section):
+    data = saved.read_bytes()
+    if section == "PAGE":
+        values = np.frombuffer(sections(data)[b"PAGE"], "<f2").copy()
+        values[5] = np.nan
+    else:
+        values = np.frombuffer(sections(data)[b"LOGT"], "<f4").copy()
+        values[5] = np.inf
+    saved.write_bytes(rebuilt(data, **{section: values.tobytes()}))
+    before = model.kv_stats()["pages_used"]
+    with pytest.raises(SnapshotCorrupt, match="NaN or infinite"):
+        model.restore(saved)
+    assert model.kv_stats()["pages_used"] == before
+
+
+def test_a_deeply_nested_note_is_refused_not_a_recursion_error(model, saved):
+    data = saved.read_bytes()
+    meta = sections(data)[b"META"]
+    deep = meta[:-1] + b', "note": {"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+    saved.write_bytes(rebuilt(data, META=deep))
+    with pytest.raises(SnapshotCorrupt, match="not JSON"):
+        model.restore(saved)

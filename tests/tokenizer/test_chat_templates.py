@@ -10,7 +10,7 @@ import pytest
 
 from llamay import gguf
 from llamay.errors import TokenizerError
-from llamay.tokenizer.chat import ChatTemplate, ChatTemplateError
+from llamay.tokenizer.chat import ChatTemplate, ChatTemplateError, template_source
 from llamay.tokenizer.chat_builtin import BUILTIN_TEMPLATES, guess_builtin
 
 TEMPLATES = Path(__file__).parent.parent / "data" / "chat_templates"
@@ -713,3 +713,16 @@ def test_builtin_harmony_is_gpt_oss_format():
     with pytest.raises(ChatTemplateError, match="tool result must follow"):
         template.render([{"role": "user", "content": "x"}, {"role": "tool", "content": "4"}])
     assert guess_builtin("gpt-oss", []) == "harmony"
+
+
+def test_blocks_nested_past_pythons_limit_are_a_template_error():
+    # Jinja compiles to Python, which refuses more than 20 nested blocks with a SyntaxError.
+    source = "{% for a in messages %}" * 25 + "x" + "{% endfor %}" * 25
+    with pytest.raises(ChatTemplateError, match="nested too deeply"):
+        ChatTemplate(source)
+
+
+def test_a_template_that_is_not_text_is_a_template_error():
+    with pytest.raises(ChatTemplateError, match="not text"):
+        ChatTemplate.from_gguf_metadata({"tokenizer.chat_template": 5})
+    assert "<start_of_turn>" in template_source({"general.architecture": "gemma3"})

@@ -29,6 +29,8 @@ struct gm_engine {
     /* Scratch for one step: the stacks reached, and the (rule, return frame) pairs expanded. */
     int32_t *out;
     int32_t n_out, cap_out;
+    int32_t *todo; /* (pos, parent) pairs still to walk */
+    int32_t n_todo, cap_todo;
     uint64_t *seen_keys;
     uint32_t *seen_stamp;
     uint32_t seen_cap, seen_n, stamp;
@@ -245,39 +247,62 @@ static void begin_step(gm_engine *e) {
     }
 }
 
-static void expand(gm_engine *e, int32_t rule, int32_t frame);
-
-/* Adds the stacks that continue at element `pos` with `parent` below, each stopped at a terminal
- * (or empty: the whole text can end here). */
-static void closure(gm_engine *e, int32_t pos, int32_t parent) {
-    for (;;) {
-        if (e->nomem) return;
-        int32_t el = e->g.elems[pos];
-        if (el >= 0) {
-            out_push(e, intern_node(e, pos, parent));
-            return;
-        }
-        if (el == GM_END) {
-            if (parent == 0) {
-                out_push(e, 0);
-                return;
-            }
-            pos = e->node_pos[parent];
-            parent = e->node_parent[parent];
-            continue;
-        }
-        /* A reference in tail position needs no frame: that keeps right recursion flat. */
-        int32_t ret = pos + 1;
-        int32_t frame = e->g.elems[ret] == GM_END ? parent : intern_node(e, ret, parent);
-        expand(e, -2 - el, frame);
-        return;
+/* Pending closures of one step, as (pos, parent) pairs on a stack: a walk without recursion,
+ * since a grammar of many nullable or nested references would go deeper than a C stack. */
+static void todo_push(gm_engine *e, int32_t pos, int32_t parent) {
+    if (e->n_todo + 2 > e->cap_todo) {
+        int32_t *p = grow(e->todo, (int64_t)e->cap_todo * 2, sizeof(int32_t), &e->nomem);
+        if (!p) return;
+        e->todo = p;
+        e->cap_todo *= 2;
     }
+    e->todo[e->n_todo++] = pos;
+    e->todo[e->n_todo++] = parent;
 }
 
+/* Expanding (rule, frame) queues its alternatives, last first, so that they are taken in their
+ * order: the stacks come out as a depth-first walk would make them. */
 static void expand(gm_engine *e, int32_t rule, int32_t frame) {
     if (!first_expansion(e, rule, frame)) return;
-    for (int32_t a = e->g.rule_off[rule]; a < e->g.rule_off[rule + 1]; a++)
-        closure(e, e->g.alt_start[a], frame);
+    for (int32_t a = e->g.rule_off[rule + 1] - 1; a >= e->g.rule_off[rule]; a--)
+        todo_push(e, e->g.alt_start[a], frame);
+}
+
+/* Takes the queued (pos, parent) pairs until none is left: each adds the stacks that continue
+ * at element `pos` with `parent` below, stopped at a terminal (or empty: the whole text can end
+ * here), or queues the alternatives of the rule it expands. */
+static void walk(gm_engine *e) {
+    while (e->n_todo > 0 && !e->nomem) {
+        int32_t parent = e->todo[--e->n_todo];
+        int32_t pos = e->todo[--e->n_todo];
+        for (;;) {
+            int32_t el = e->g.elems[pos];
+            if (el >= 0) {
+                out_push(e, intern_node(e, pos, parent));
+                break;
+            }
+            if (el == GM_END) {
+                if (parent == 0) {
+                    out_push(e, 0);
+                    break;
+                }
+                pos = e->node_pos[parent];
+                parent = e->node_parent[parent];
+                continue;
+            }
+            /* A reference in tail position needs no frame: that keeps right recursion flat. */
+            int32_t ret = pos + 1;
+            int32_t frame = e->g.elems[ret] == GM_END ? parent : intern_node(e, ret, parent);
+            expand(e, -2 - el, frame);
+            break;
+        }
+    }
+    e->n_todo = 0;
+}
+
+static void closure(gm_engine *e, int32_t pos, int32_t parent) {
+    todo_push(e, pos, parent);
+    walk(e);
 }
 
 static int cmp_i32(const void *a, const void *b) {
@@ -320,6 +345,7 @@ int32_t gm_step(gm_engine *e, int32_t set, uint8_t byte) {
 int32_t gm_initial(gm_engine *e) {
     begin_step(e);
     expand(e, e->g.root, 0);
+    walk(e);
     return finish_step(e);
 }
 
@@ -351,11 +377,13 @@ gm_engine *gm_new(const gm_grammar *grammar) {
     e->trans = malloc(sizeof(int32_t) * (size_t)e->cap_sets * 256);
     e->cap_out = 256;
     e->out = malloc(sizeof(int32_t) * (size_t)e->cap_out);
+    e->cap_todo = 256;
+    e->todo = malloc(sizeof(int32_t) * (size_t)e->cap_todo);
     e->seen_cap = 256;
     e->seen_keys = malloc(sizeof(uint64_t) * e->seen_cap);
     e->seen_stamp = calloc(e->seen_cap, sizeof(uint32_t));
     if (!e->node_pos || !e->node_parent || !e->pool || !e->set_off || !e->set_len ||
-        !e->set_hash || !e->trans || !e->out || !e->seen_keys || !e->seen_stamp ||
+        !e->set_hash || !e->trans || !e->out || !e->todo || !e->seen_keys || !e->seen_stamp ||
         !node_map_resize(e, 2048) || !set_map_resize(e, 128)) {
         gm_free(e);
         return NULL;
@@ -377,6 +405,7 @@ void gm_free(gm_engine *e) {
     free(e->set_ids);
     free(e->trans);
     free(e->out);
+    free(e->todo);
     free(e->seen_keys);
     free(e->seen_stamp);
     free(e);
