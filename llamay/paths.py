@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-
 # Temporary files and folders carry the id of the process that makes them ("~PID-"), so that
 # what a killed process left behind can be told from what a running one is still writing
 # (store/prune.py cleans the stale ones).

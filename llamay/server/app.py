@@ -29,7 +29,7 @@ def create_app(config: ServerConfig | None = None) -> falcon.App:
         config = ServerConfig(api_key=os.environ.get("LLAMAY_API_KEY") or None)
     state = ServerState(config, ModelManager(config), metrics.Metrics())
     guard = Guard(config.host, config.api_key is not None, config.allowed_origins)
-    app = falcon.App(
+    app = openapi.RoutedApp(
         middleware=[metrics.MetricsMiddleware(state.metrics), guard, RequireKey(config.api_key)]
     )
     app.req_options.strip_url_path_trailing_slash = True

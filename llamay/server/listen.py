@@ -37,8 +37,10 @@ _SPARE_FILES = 64
 
 def create_server(app: Any, config: ServerConfig) -> Any:
     """A waitress server for `app` with the config's connection settings; `.run()` serves."""
+    dispatchers: dict = {}  # waitress's socket map, ours to look into
     server = waitress.create_server(
         app,
+        map=dispatchers,
         host=config.host,
         port=config.port,
         threads=config.threads,
@@ -49,7 +51,6 @@ def create_server(app: Any, config: ServerConfig) -> Any:
         asyncore_use_poll=True,
         ident="llamay",
     )
-    dispatchers = getattr(server, "map", None) or server._map
     for dispatcher in list(dispatchers.values()):
         if isinstance(dispatcher, BaseWSGIServer):
             _add_header_deadline(dispatcher, config.header_timeout)

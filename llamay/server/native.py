@@ -30,8 +30,8 @@ from typing import Any
 import falcon
 
 from llamay.engine import Model, ranges
-from llamay.state import Context
 from llamay.errors import LlamayError, SnapshotMismatch
+from llamay.paths import temp_prefix
 from llamay.server import inference, sse
 from llamay.server.ending import stop
 from llamay.server.errors import ApiError, read_json
@@ -39,7 +39,7 @@ from llamay.server.metrics import loaded_kv_stats
 from llamay.server.native_describe import PREFIX, SNAPSHOT_TYPE, describe_routes
 from llamay.server.state import ServerState
 from llamay.server.watch import cancelled_on_disconnect
-from llamay.paths import temp_prefix
+from llamay.state import Context
 
 # How often, at most, idle contexts are looked for; what a 429 for too many suggests.
 _REAP_EVERY_S = 5.0

@@ -139,21 +139,27 @@ class _OpenAPIResource:
         resp.media = document(self.app)
 
 
-def served_routes(app: falcon.App) -> list[tuple[str, str]]:
+class RoutedApp(falcon.App):
+    """A Falcon app that remembers its routes (falcon keeps no public list of them), so that
+    /openapi.json describes exactly what is served."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.routes: list[tuple[str, object]] = []
+
+    def add_route(self, uri_template: str, resource: object, **kwargs: Any) -> None:
+        super().add_route(uri_template, resource, **kwargs)
+        self.routes.append((uri_template, resource))
+
+
+def served_routes(app: RoutedApp) -> list[tuple[str, str]]:
     """(method, URI template) of every responder the app's resources define, in route order."""
-    routes = []
-    stack = list(reversed(app._router._roots))  # falcon keeps no public list of routes
-    while stack:
-        node = stack.pop()
-        if node.resource is not None:
-            template = _CONVERTER.sub(r"{\1}", node.uri_template)
-            for method in _METHODS:
-                responder = node.method_map.get(method)
-                # Falcon fills the map with 405 responders for the methods a resource lacks.
-                if getattr(responder, "__self__", None) is node.resource:
-                    routes.append((method, template))
-        stack.extend(reversed(node.children))
-    return routes
+    return [
+        (method, _CONVERTER.sub(r"{\1}", template))
+        for template, resource in app.routes
+        for method in _METHODS
+        if callable(getattr(resource, f"on_{method.lower()}", None))
+    ]
 
 
 def document(app: falcon.App) -> dict[str, Any]:

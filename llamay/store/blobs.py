@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from llamay.errors import DigestMismatch, PullError
-from llamay.store.locks import store_lock
 from llamay.paths import fsync_dir, temp_prefix
+from llamay.store.locks import store_lock
 from llamay.store.paths import blobs_dir
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")

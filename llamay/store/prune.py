@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llamay.errors import PullError
+from llamay.paths import llamay_home, temp_owner, write_atomically
 from llamay.store import manifests
 from llamay.store.blobs import blob_path, check_digest
 from llamay.store.builtin import PACKAGED
 from llamay.store.locks import locked, store_lock
-from llamay.paths import llamay_home, temp_owner, write_atomically
 from llamay.store.paths import blobs_dir
 
 # What a process of an older llamay left unmarked is stale after this long.

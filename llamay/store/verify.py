@@ -14,8 +14,8 @@ import json
 import os
 from pathlib import Path
 
-from llamay.store.blobs import blob_path, file_digest
 from llamay.paths import write_atomically
+from llamay.store.blobs import blob_path, file_digest
 from llamay.store.paths import blobs_dir
 
 _CACHE = ".verified.json"

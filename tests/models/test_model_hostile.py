@@ -19,7 +19,7 @@ import llamay
 from llamay import gguf
 from llamay.errors import LlamayError, ModelFormatError
 
-from reference.tiny import write_tiny
+from helpers.tiny import write_tiny
 
 EXAMPLES = int(os.environ.get("LLAMAY_FUZZ_EXAMPLES", "60"))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from clitools import run_llamay
+from helpers.clitools import run_llamay
 
 pytestmark = pytest.mark.slow
 

@@ -12,13 +12,12 @@ import tempfile
 import time
 
 import pytest
-from registry_server import digest_of
 
 from llamay.errors import ModelNotFound, PullError
+from llamay.paths import llamay_home, temp_prefix
 from llamay.store import import_blob, list_models, pull
 from llamay.store.blobs import blob_path
 from llamay.store.locks import store_lock
-from llamay.paths import llamay_home, temp_prefix
 from llamay.store.paths import blobs_dir
 from llamay.store.prune import (
     clean_stale_temporaries,
@@ -28,7 +27,8 @@ from llamay.store.prune import (
     track_upload,
 )
 
-from clitools import assert_user_error, run_llamay
+from helpers.clitools import assert_user_error, run_llamay
+from helpers.registry_server import digest_of
 
 
 def dead_pid() -> int:
