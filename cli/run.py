@@ -16,6 +16,7 @@ from llamay.engine import Model
 from llamay.engine.generate import chat_prompt_ids
 from llamay.errors import GrammarError, LlamayError, ModelNotFound
 from llamay.server.ollama_options import OLLAMA_OPTIONS
+from llamay.state.layout import KV_TYPES
 
 from .inputs import read_text_file
 from .run_chat import LocalChat, RemoteChat
@@ -32,7 +33,16 @@ from .run_stream import (
 # The generation parameters' flags, by click's names (generate's keywords) -> by Settings'
 # (Ollama's) names.
 _FLAGS = {keyword: name for name, keyword in OLLAMA_OPTIONS.items()}
-_LOCAL_ONLY = ("threads", "n_ctx", "raw", "grammar_file", "json_schema", "logprobs")
+_LOCAL_ONLY = (
+    "threads",
+    "lookup",
+    "kv_type",
+    "n_ctx",
+    "raw",
+    "grammar_file",
+    "json_schema",
+    "logprobs",
+)
 
 
 def _default(name: str) -> Any:
@@ -142,6 +152,21 @@ def _default(name: str) -> Any:
 )
 @click.option("--threads", type=click.IntRange(min=1), help="CPU threads. [default: all cores]")
 @click.option(
+    "--lookup",
+    type=click.IntRange(0, 64),
+    default=0,
+    show_default=True,
+    help="Prompt-lookup decoding: verify up to N draft tokens copied from earlier in the "
+    "context per step (the same tokens, fewer steps when the text repeats; 0: off).",
+)
+@click.option(
+    "--kv-type",
+    type=click.Choice(KV_TYPES, case_sensitive=False),
+    default="F16",
+    show_default=True,
+    help="Element type of the KV cache.",
+)
+@click.option(
     "-c",
     "--ctx-size",
     "n_ctx",
@@ -157,6 +182,8 @@ def run(
     model: str,
     prompt: str | None,
     threads: int | None,
+    lookup: int,
+    kv_type: str,
     n_ctx: int | None,
     raw: bool,
     system: str | None,
@@ -209,7 +236,9 @@ def run(
     grammar = _grammar(grammar_file, json_schema)
     if n_ctx is None and isinstance(layer.get("num_ctx"), int) and layer["num_ctx"] > 0:
         n_ctx = layer["num_ctx"]
-    loaded = llamay.load(model, threads=threads, n_ctx=n_ctx)
+    loaded = llamay.load(
+        model, threads=threads, n_ctx=n_ctx, kv_type=kv_type.upper(), lookup=lookup
+    )
     try:
         if prompt is None:
             LocalChat(loaded, model, settings, grammar, logprobs).loop()

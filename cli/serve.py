@@ -21,6 +21,7 @@ from llamay.server.config import (
 )
 from llamay.server.models import parse_keep_alive
 from llamay.state import parse_size
+from llamay.state.layout import KV_TYPES
 
 
 @click.command()
@@ -47,6 +48,21 @@ from llamay.state import parse_size
 @click.option("--kv-memory", help="KV cache budget of each loaded model, e.g. 2GiB.")
 @click.option("-c", "--ctx-size", "n_ctx", type=click.IntRange(min=1), help="Tokens per context.")
 @click.option("--model-threads", type=click.IntRange(min=1), help="CPU threads per forward step.")
+@click.option(
+    "--lookup",
+    type=click.IntRange(0, 64),
+    default=0,
+    show_default=True,
+    help="Prompt-lookup decoding: verify up to N draft tokens copied from earlier in the "
+    "context per step (same tokens, fewer steps when the text repeats; 0: off).",
+)
+@click.option(
+    "--kv-type",
+    type=click.Choice(KV_TYPES, case_sensitive=False),
+    default="F16",
+    show_default=True,
+    help="Element type of the KV cache.",
+)
 @click.option(
     "--max-memory",
     help="Memory all loaded models may take together (weights + KV budget), e.g. 8GiB; "
@@ -141,6 +157,8 @@ def serve(
     kv_memory: str | None,
     n_ctx: int | None,
     model_threads: int | None,
+    lookup: int,
+    kv_type: str,
     max_memory: str | None,
     keep_alive: str,
     model_dirs: tuple[Path, ...],
@@ -174,6 +192,8 @@ def serve(
         kv_memory=_size(kv_memory, "--kv-memory") if kv_memory else None,
         n_ctx=n_ctx,
         model_threads=model_threads,
+        lookup=lookup,
+        kv_type=kv_type.upper(),
         memory_budget=_size(max_memory, "--max-memory") if max_memory else None,
         keep_alive=_duration(keep_alive, "--keep-alive"),
         max_body_bytes=_size(max_body, "--max-body"),

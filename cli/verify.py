@@ -8,6 +8,7 @@ import time
 import click
 
 from llamay.errors import LlamayError
+from llamay.state.layout import KV_TYPES
 from llamay.verify import run_checks
 
 BUILTIN = "built-in synthetic model"
@@ -21,7 +22,14 @@ BUILTIN = "built-in synthetic model"
     is_flag=True,
     help='Print {"model", "passed", "checks": [{"name", "passed", "figure", ...}]}.',
 )
-def verify(model: str | None, as_json: bool) -> None:
+@click.option(
+    "--kv-type",
+    type=click.Choice(KV_TYPES, case_sensitive=False),
+    default="F16",
+    show_default=True,
+    help="Element type of the KV cache the checks run with.",
+)
+def verify(model: str | None, as_json: bool, kv_type: str) -> None:
     """Check that MODEL computes the same logits however it is run.
 
     The same tokens are evaluated with 1, 2 and all threads; alone and beside three other
@@ -32,7 +40,7 @@ def verify(model: str | None, as_json: bool) -> None:
     """
     started = time.perf_counter()
     checks = []
-    for check in run_checks(model):
+    for check in run_checks(model, kv_type=kv_type.upper()):
         checks.append(check)
         if not as_json:
             status = "PASS" if check.passed else "FAIL"

@@ -81,9 +81,12 @@ def compare_logits(name: str, pairs: Iterable[tuple[np.ndarray, np.ndarray]]) ->
     )
 
 
-def run_checks(model: str | os.PathLike[str] | None = None) -> Iterator[Check]:
+def run_checks(
+    model: str | os.PathLike[str] | None = None, kv_type: str = "F16"
+) -> Iterator[Check]:
     """The checks on MODEL (a path or store name), or on the built-in synthetic model when
-    None, each yielded as it finishes. A check that raises fails, naming the error."""
+    None, with its KV cache of `kv_type`, each yielded as it finishes. A check that raises
+    fails, naming the error."""
     path = None if model is None else resolve_model(model)
     with tempfile.TemporaryDirectory(prefix="llamay-verify-") as tmp:
         work = Path(tmp)
@@ -93,7 +96,8 @@ def run_checks(model: str | os.PathLike[str] | None = None) -> Iterator[Check]:
         other = write_builtin(work / "other-weights.gguf", seed=1)
         counts = sorted({1, 2, len(os.sched_getaffinity(0))})
         models = {
-            k: llamay.load(path, threads=k, n_ctx=N_CTX, page_tokens=PAGE_TOKENS) for k in counts
+            k: llamay.load(path, threads=k, n_ctx=N_CTX, page_tokens=PAGE_TOKENS, kv_type=kv_type)
+            for k in counts
         }
         try:
             main = models[counts[-1]]
@@ -249,7 +253,8 @@ def check_snapshot(
 ) -> Check:
     """A context saved and restored (into the same model and into one of each other thread
     count) has the original's tokens and logits, samples what the original samples and
-    continues as a cold context does; a model of other weights refuses the snapshot."""
+    continues as a cold context does; a model of other weights, and the same model with
+    another KV type, refuse the snapshot."""
     model = models[max(models)]
     cut = 70
     snapshot = work / "verify.snapshot"
@@ -269,16 +274,17 @@ def check_snapshot(
                 with restored.fork() as fork:
                     same_samples &= sample(into, prompt, SEED, fork) == sampled
                 pairs.append((expected, restored.feed(sequence[cut:], all_logits=True)))
-    with llamay.load(other, n_ctx=N_CTX, page_tokens=PAGE_TOKENS) as stranger:
-        try:
-            stranger.restore(snapshot).close()
-            refused = False
-        except SnapshotMismatch:
-            refused = True
+    refused = _refuses(other, snapshot, model.kv_type)
+    kv_type = "F32" if model.kv_type != "F32" else "F16"
+    refused &= _refuses(model.path, snapshot, kv_type)
     check = compare_logits(name, pairs)
     figure = check.figure + ("" if same_tokens else "; context tokens DIFFER")
     figure += "; samples identical" if same_samples else "; samples DIFFER"
-    figure += "; other weights refused" if refused else "; other weights NOT refused"
+    figure += (
+        "; other weights and KV type refused"
+        if refused
+        else "; other weights or KV type NOT refused"
+    )
     return Check(
         check.name,
         check.passed and same_tokens and same_samples and refused,
@@ -290,6 +296,16 @@ def check_snapshot(
             "other_weights_refused": refused,
         },
     )
+
+
+def _refuses(path: Path, snapshot: Path, kv_type: str) -> bool:
+    """Whether the model at path, with a KV cache of kv_type, refuses the snapshot."""
+    with llamay.load(path, n_ctx=N_CTX, page_tokens=PAGE_TOKENS, kv_type=kv_type) as model:
+        try:
+            model.restore(snapshot).close()
+        except SnapshotMismatch:
+            return True
+    return False
 
 
 def sample(model: Model, prompt: list[int], seed: int, context: Context | None = None) -> list[int]:

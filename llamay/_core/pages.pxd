@@ -11,7 +11,7 @@ cdef extern from "pages.h" nogil:
     ctypedef struct llamay_pages:
         unsigned char *base
         int64_t row_bytes, head_bytes, kv_bytes, layer_bytes, page_bytes
-        int32_t n_pages, n_layers, n_kv_heads, head_dim, page_tokens, elem_bytes
+        int32_t n_pages, n_layers, n_kv_heads, head_dim, page_tokens, type
 
     unsigned char *llamay_page_k(const llamay_pages *a, llamay_page_id page, int32_t layer,
                                  int32_t head)

@@ -42,7 +42,30 @@ cdef extern from *:
     void llamay_advise_hugepages(void *p, size_t n)
 
 HUGE_PAGE = 2 << 20
-DTYPES = {"F16": np.float16, "F32": np.float32}
+# The KV element types (csrc/pages.h): their enum value, and the bytes of a row of head_dim
+# elements. Q8_0 is ggml's block: 32 int8 values and their binary16 scale, 34 bytes.
+KV_TYPES = {"F16": 1, "F32": 0, "Q8_0": 2}
+Q8_0_BLOCK = 32
+
+
+def kv_row_bytes(str dtype, head_dim) -> int:
+    """Bytes of one K or V row of head_dim elements of a KV type; ValueError for a type or a
+    head_dim it cannot hold."""
+    if dtype not in KV_TYPES:
+        raise ValueError(f"the KV type must be one of {', '.join(KV_TYPES)}, not {dtype!r}")
+    head_dim = operator.index(head_dim)
+    if dtype == "F32":
+        return 4 * head_dim
+    if dtype == "F16":
+        return 2 * head_dim
+    if head_dim % Q8_0_BLOCK:
+        raise ValueError(
+            f"a Q8_0 KV cache needs a head size that is a multiple of {Q8_0_BLOCK}, and this "
+            f"model's is {head_dim}: use the F16 KV type"
+        )
+    return head_dim // Q8_0_BLOCK * 34
+
+
 # Far above any real model, and low enough that no stride can overflow 64 bits.
 MAX_DIM = 1 << 16
 
@@ -64,16 +87,17 @@ cdef class PageMemory:
             )
         if not 1 <= n_pages <= INT32_MAX:
             raise ValueError(f"n_pages must be between 1 and {INT32_MAX}, not {n_pages}")
-        if dtype not in DTYPES:
-            raise ValueError(f"the KV dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+        cdef int64_t row_bytes = kv_row_bytes(dtype, head_dim)
+        if sys.byteorder == "big" and dtype == "Q8_0":
+            raise ValueError("a Q8_0 KV cache needs a little-endian machine")
         cdef llamay_pages *c = &self.c
         c.n_layers = n_layers
         c.n_kv_heads = n_kv_heads
         c.head_dim = head_dim
         c.page_tokens = page_tokens
         c.n_pages = n_pages
-        c.elem_bytes = np.dtype(DTYPES[dtype]).itemsize
-        c.row_bytes = <int64_t>head_dim * c.elem_bytes
+        c.type = KV_TYPES[dtype]
+        c.row_bytes = row_bytes
         c.head_bytes = page_tokens * c.row_bytes
         c.kv_bytes = n_kv_heads * c.head_bytes
         c.layer_bytes = 2 * c.kv_bytes
@@ -130,8 +154,9 @@ cdef class PageMemory:
         """The page's canonical bytes: its memory, little-endian, as csrc/pages.h lays it out."""
         cdef int64_t at = self._page_id(page) * self.c.page_bytes
         raw = np.asarray(self.data[at : at + self.c.page_bytes])
-        if sys.byteorder == "big":
-            raw = raw.view(DTYPES[self.dtype]).astype(np.dtype(DTYPES[self.dtype]).newbyteorder("<"))
+        if sys.byteorder == "big":  # F16 or F32 (Q8_0 refuses big-endian machines)
+            element = np.float16 if self.dtype == "F16" else np.float32
+            raw = raw.view(element).astype(np.dtype(element).newbyteorder("<"))
         return raw.tobytes()
 
     def write(self, page, raw) -> None:
@@ -141,21 +166,25 @@ cdef class PageMemory:
         if values.shape[0] != self.c.page_bytes:
             raise ValueError(f"a page has {self.c.page_bytes} bytes, not {values.shape[0]}")
         if sys.byteorder == "big":
-            little = np.dtype(DTYPES[self.dtype]).newbyteorder("<")
-            values = values.view(little).astype(DTYPES[self.dtype]).view(np.uint8)
+            element = np.float16 if self.dtype == "F16" else np.float32
+            values = values.view(np.dtype(element).newbyteorder("<")).astype(element).view(np.uint8)
         np.asarray(self.data[at : at + self.c.page_bytes])[:] = values
 
     def k_view(self, page, layer) -> np.ndarray:
-        """One layer's K in a page, zero-copy and writable: (n_kv_heads, page_tokens, head_dim)."""
+        """One layer's K in a page, zero-copy and writable: (n_kv_heads, page_tokens, head_dim)
+        values for F16 and F32, (n_kv_heads, page_tokens, row_bytes) bytes for Q8_0."""
         return self._view(self._page_id(page), self._layer(layer), 0)
 
     def v_view(self, page, layer) -> np.ndarray:
-        """One layer's V in a page, zero-copy and writable: (n_kv_heads, page_tokens, head_dim)."""
+        """One layer's V in a page, zero-copy and writable, shaped as k_view."""
         return self._view(self._page_id(page), self._layer(layer), self.c.kv_bytes)
 
     cdef object _view(self, llamay_page_id page, int32_t layer, int64_t offset):
         cdef int64_t at = page * self.c.page_bytes + layer * self.c.layer_bytes + offset
-        block = np.asarray(self.data[at : at + self.c.kv_bytes]).view(DTYPES[self.dtype])
+        block = np.asarray(self.data[at : at + self.c.kv_bytes])
+        if self.dtype == "Q8_0":
+            return block.reshape(self.c.n_kv_heads, self.c.page_tokens, self.c.row_bytes)
+        block = block.view(np.float16 if self.dtype == "F16" else np.float32)
         return block.reshape(self.c.n_kv_heads, self.c.page_tokens, self.c.head_dim)
 
     cdef llamay_page_id _page_id(self, object page) except -1:

@@ -162,6 +162,8 @@ class Generation(Iterator[int]):
         self._pending: list[int] = list(prompt)
         # draft tokens fed after a sampled token, with lookup (lookup.py)
         self._lookup = lookup
+        # generated tokens that came from an accepted draft (each saved one forward step)
+        self.draft_accepted = 0
         self._draft: list[int] = []
 
     @property
@@ -269,6 +271,7 @@ class Generation(Iterator[int]):
             self._take(choice)
             kept += 1
         self.context.keep(base + kept, rows[kept - 1])
+        self.draft_accepted += kept - 1
         if end_of_generation:
             self.finish("stop")
 
@@ -407,7 +410,7 @@ def generate(
     logprobs: int | None = None,
     context: Context | None = None,
     sequence: int = 0,
-    lookup: int = 0,
+    lookup: int | None = None,
 ) -> Generation:
     """Start generating after a prompt, in `context` (after its tokens) or in a new context.
 
@@ -421,13 +424,16 @@ def generate(
     runs; the new context, if one was made, stays open for the caller to continue or close.
     `lookup` N > 0 turns on prompt-lookup decoding (lookup.py): up to N draft tokens copied
     from earlier in the context are verified in each step; the tokens are the same bits as
-    without it, in fewer steps when the text repeats.
+    without it, in fewer steps when the text repeats; None: the model's default (`lookup=`
+    at load, 0 unless given).
     Raises ContextOverflow, before anything runs, for a prompt that leaves no room to generate.
     """
     if max_tokens is not None:
         check("max_tokens", max_tokens)
     if logprobs is not None:
         check("logprobs", logprobs)
+    if lookup is None:
+        lookup = model.lookup
     check("lookup", lookup)
     params = SamplingParams(
         temperature,

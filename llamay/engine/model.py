@@ -24,6 +24,7 @@ import numpy as np
 from llamay import backends, gguf
 from llamay.backends import Batch
 from llamay.engine.generate import Generation, generate
+from llamay.engine.ranges import check
 from llamay.engine.scheduler import Scheduler
 from llamay.errors import ContextOverflow, LlamayError
 from llamay.models.hparams import HParams, from_metadata
@@ -61,6 +62,7 @@ class Model:
         kernels: str = "best",
         prefix_cache: bool = True,
         backend: str = "cpu",
+        lookup: int = 0,
     ) -> None:
         self.file = gguf.read(path)
         self.path = self.file.path
@@ -76,11 +78,19 @@ class Model:
         if n_batch < 1:
             raise ValueError(f"n_batch must be at least 1, not {n_batch}")
         self.n_batch = n_batch
+        check("lookup", lookup)
+        # generate()'s prompt-lookup default: a speed knob only, the tokens are the same bits
+        self.lookup = lookup
         self.tokenizer: Tokenizer = read_tokenizer(self.file)
         spec = model_spec(self.file, hp, self.n_ctx)
         self.n_vocab = spec.n_vocab
 
-        layout = KVLayout(hp.n_layer, max(hp.n_head_kv), spec.head_dim, page_tokens, kv_type)
+        try:
+            layout = KVLayout(
+                hp.n_layer, max(hp.n_head_kv), spec.head_dim, page_tokens, kv_type.upper()
+            )
+        except ValueError as exc:  # a KV type, page size or head size that cannot be
+            raise LlamayError(str(exc)) from None
         if kv_memory is None:
             n_pages = DEFAULT_CONTEXTS * math.ceil(self.n_ctx / page_tokens)
         else:
@@ -124,6 +134,11 @@ class Model:
     @property
     def page_tokens(self) -> int:
         return self.kv_cache.page_tokens
+
+    @property
+    def kv_type(self) -> str:
+        """The KV cache's element type: "F16", "F32" or "Q8_0"."""
+        return self.kv_cache.layout.dtype
 
     def context(self) -> Context:
         """An empty context."""

@@ -26,7 +26,8 @@ class ServerConfig:
     and the Host header is not checked. allowed_origins: web origins (`https://app.example`, or
     "*") whose pages may call the server, with CORS answers; other origins may only read.
     kv_memory: each loaded model's KV cache budget (bytes or a size such as "2GiB"); None: the
-    engine's default. n_ctx: tokens per context (None: the engine's default). memory_budget: the
+    engine's default. kv_type: the KV cache's element type. lookup: prompt-lookup draft tokens
+    per step for every generation (a speed setting: the tokens are the same). n_ctx: tokens per context (None: the engine's default). memory_budget: the
     bytes all loaded models may take together (weights + KV budget, unloaded models that open
     contexts still hold included); the least recently used model is unloaded to make room for
     another. keep_alive: seconds a model stays loaded after its last use (negative: forever).
@@ -48,6 +49,8 @@ class ServerConfig:
     kv_memory: int | str | None = None
     n_ctx: int | None = None
     model_threads: int | None = None
+    lookup: int = 0
+    kv_type: str = "F16"
     memory_budget: int | None = None
     keep_alive: float = 300.0
     max_body_bytes: int = DEFAULT_MAX_BODY

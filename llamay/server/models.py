@@ -128,6 +128,8 @@ class ModelManager:
                 threads=self.config.model_threads,
                 n_ctx=self.config.n_ctx,
                 kv_memory=self.config.kv_memory,
+                kv_type=self.config.kv_type,
+                lookup=self.config.lookup,
             )
             stats = model.kv_stats()
             size = path.stat().st_size + stats["pages_total"] * stats["bytes_per_page"]

@@ -5,9 +5,11 @@ A page holds the K and V rows of `page_tokens` consecutive positions for every l
 head. However a backend keeps its pages (CPU memory, a GPU buffer, NumPy arrays), a page read
 or written through its `PageStorage` is these canonical bytes, little-endian:
 
-    layer -> {K, V} -> kv_head -> token -> head_dim       elements of `dtype` (F16 or F32)
+    layer -> {K, V} -> kv_head -> token -> row of head_dim elements of `dtype`
 
-so page_bytes = n_layers * 2 * n_kv_heads * page_tokens * head_dim * element size. Snapshots
+a row being head_dim F16 or F32 values, or head_dim / 32 of ggml's Q8_0 blocks (a binary16
+scale, then 32 int8 values; 34 bytes), so page_bytes = n_layers * 2 * n_kv_heads * page_tokens *
+row bytes. Snapshots
 hold pages in this form, so a snapshot restores on any machine and any backend of the same
 determinism class.
 """
@@ -21,9 +23,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-# bytes per element of each KV type; F16 is llama.cpp's default (half the memory of F32)
-KV_TYPES = {"F16": 2, "F32": 4}
-KV_DTYPES = {"F16": np.float16, "F32": np.float32}
+from llamay._core.pages import kv_row_bytes
+
+# F16 is llama.cpp's default (half the memory of F32); Q8_0 takes 17/32 of F16's bytes
+KV_TYPES = ("F16", "F32", "Q8_0")
+_FLOATS = {"F16": np.dtype("<f2"), "F32": np.dtype("<f4")}
+_Q8_0 = np.dtype([("d", "<f2"), ("q", "i1", (32,))])
 # the attention kernels visit positions in tiles of one page
 PAGE_TOKENS = (16, 32, 64)
 # far above any real model, and low enough that no stride can overflow 64 bits
@@ -51,13 +56,17 @@ class KVLayout:
             raise ValueError(f"page_tokens must be one of {PAGE_TOKENS}, not {self.page_tokens}")
         if self.dtype not in KV_TYPES:
             raise ValueError(
-                f"the KV dtype must be one of {', '.join(KV_TYPES)}, not {self.dtype!r}"
+                f"the KV type must be one of {', '.join(KV_TYPES)}, not {self.dtype!r}"
             )
+        kv_row_bytes(self.dtype, self.head_dim)  # refuses a head size the type cannot hold
+
+    @property
+    def row_bytes(self) -> int:
+        return kv_row_bytes(self.dtype, self.head_dim)
 
     @property
     def page_bytes(self) -> int:
-        elements = self.n_layers * 2 * self.n_kv_heads * self.page_tokens * self.head_dim
-        return elements * KV_TYPES[self.dtype]
+        return self.n_layers * 2 * self.n_kv_heads * self.page_tokens * self.row_bytes
 
     def n_pages_for(self, budget_bytes: int) -> int:
         """The pages a budget of bytes holds; ValueError when not even one."""
@@ -70,14 +79,26 @@ class KVLayout:
             )
         return n_pages
 
+    def values(self, raw: bytes | memoryview) -> np.ndarray:
+        """The K and V values in canonical bytes of whole pages, as floats: an array of
+        (pages * n_layers * 2 * n_kv_heads, page_tokens, head_dim) (Q8_0 dequantized to F32)."""
+        shape = (-1, self.page_tokens, self.head_dim)
+        if self.dtype in _FLOATS:
+            return np.frombuffer(raw, dtype=_FLOATS[self.dtype]).reshape(shape)
+        blocks = np.frombuffer(raw, dtype=_Q8_0)
+        values = blocks["q"].astype(np.float32) * blocks["d"].astype(np.float32)[:, None]
+        return values.reshape(shape)
+
+    def finite(self, raw: bytes | memoryview) -> bool:
+        """Whether every K and V value in canonical page bytes is finite."""
+        if self.dtype in _FLOATS:
+            return bool(np.isfinite(np.frombuffer(raw, dtype=_FLOATS[self.dtype])).all())
+        return bool(np.isfinite(np.frombuffer(raw, dtype=_Q8_0)["d"]).all())
+
     def positions(self, raw: bytes | memoryview, n: int) -> np.ndarray:
         """The K and V of a page's first n positions, from its canonical bytes: an array of
-        (n_layers * 2 * n_kv_heads, n, head_dim) elements."""
-        dtype = np.dtype(KV_DTYPES[self.dtype]).newbyteorder("<")
-        blocks = np.frombuffer(raw, dtype=dtype).reshape(
-            self.n_layers * 2 * self.n_kv_heads, self.page_tokens, self.head_dim
-        )
-        return blocks[:, :n]
+        (n_layers * 2 * n_kv_heads, n, head_dim) values."""
+        return self.values(raw)[:, :n]
 
     def describe(self) -> dict[str, Any]:
         """The layout as a snapshot records it."""

@@ -32,7 +32,7 @@ import numpy as np
 from llamay._version import __version__
 from llamay.errors import ContextOverflow, SnapshotCorrupt, SnapshotMismatch
 from llamay.paths import write_atomically
-from llamay.state.layout import KV_DTYPES, KVLayout, ModelIdentity
+from llamay.state.layout import KVLayout, ModelIdentity
 
 MAGIC = b"LLAMAYKV"
 FORMAT_VERSION = 1
@@ -253,8 +253,7 @@ def _contents(
             f"{path}: the snapshot holds {n_tokens} tokens, more than n_ctx = {n_ctx}; "
             "load the model with a larger n_ctx"
         )
-    kv = np.frombuffer(sections[b"PAGE"], dtype=np.dtype(KV_DTYPES[layout.dtype]).newbyteorder("<"))
-    if not np.isfinite(kv).all():
+    if not layout.finite(sections[b"PAGE"]):
         raise SnapshotCorrupt(f"{path}: the PAGE section holds a non-finite K or V value")
     logits = None
     if len(sections[b"LOGT"]):

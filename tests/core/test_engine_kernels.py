@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from gguf import GGMLQuantizationType
+from gguf import quants as gguf_quants
 
 from llamay._core import kernels as E
 from llamay._core.pages import PageMemory
@@ -48,15 +50,26 @@ def kv_arena(dtype: str, page_tokens: int, head_dim: int = 32, n_kv_heads: int =
 
 
 def fill(arena: PageMemory, pages: np.ndarray) -> None:
-    """Random K and V in every layer and head of the pages."""
-    dtype = np.float16 if arena.dtype == "F16" else np.float32
+    """Random K and V in every layer and head of the pages (Q8_0: ggml's quantization of them)."""
     for page in pages:
         for layer in range(arena.n_layers):
             for view in (arena.k_view(page, layer), arena.v_view(page, layer)):
-                view[...] = RNG.standard_normal(view.shape).astype(dtype)
+                if arena.dtype == "Q8_0":
+                    x = RNG.standard_normal((*view.shape[:2], arena.head_dim)).astype(np.float32)
+                    view[...] = gguf_quants.quantize(x, GGMLQuantizationType.Q8_0)
+                else:
+                    dtype = np.float16 if arena.dtype == "F16" else np.float32
+                    view[...] = RNG.standard_normal(view.shape).astype(dtype)
 
 
-@pytest.mark.parametrize("dtype", ["F16", "F32"])
+def kv_values(view: np.ndarray, dtype: str) -> np.ndarray:
+    """The float64 values a K or V view holds."""
+    if dtype == "Q8_0":
+        view = gguf_quants.dequantize(view, GGMLQuantizationType.Q8_0)
+    return view.astype(np.float64)
+
+
+@pytest.mark.parametrize("dtype", ["F16", "F32", "Q8_0"])
 @pytest.mark.parametrize("kernels", SIMD_SETS)
 def test_attention_matches_the_reference_bit_for_bit(dtype, kernels):
     arena = kv_arena(dtype, 16)
@@ -170,14 +183,14 @@ def test_logsumexp_and_token_logprobs():
     )
 
 
-@pytest.mark.parametrize("dtype", ["F16", "F32"])
+@pytest.mark.parametrize("dtype", ["F16", "F32", "Q8_0"])
 def test_attention_is_softmax_attention_over_the_visible_positions(dtype):
     """Positions pos - window + 1 .. pos (or 0 .. pos), scores q.k * scale soft-capped, fp32."""
     arena = kv_arena(dtype, 16)
     pages = np.arange(4, dtype=np.int32)
     fill(arena, pages)
-    k = np.concatenate([arena.k_view(p, 1)[1] for p in pages]).astype(np.float64)
-    v = np.concatenate([arena.v_view(p, 1)[1] for p in pages]).astype(np.float64)
+    k = np.concatenate([kv_values(arena.k_view(p, 1)[1], dtype) for p in pages])
+    v = np.concatenate([kv_values(arena.v_view(p, 1)[1], dtype) for p in pages])
     for pos, window, softcap in [(0, 0, 0.0), (40, 0, 0.0), (63, 7, 0.0), (33, 0, 20.0)]:
         q = (RNG.standard_normal((3, 32)) * 2).astype(np.float32)
         first = max(0, pos - window + 1) if window else 0

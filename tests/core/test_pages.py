@@ -336,7 +336,7 @@ def test_gemma_page_size_and_block_alignment():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"dtype": "Q8_0"}, "the KV dtype must be one of F16, F32, not 'Q8_0'"),
+        ({"dtype": "Q4_0"}, "the KV type must be one of F16, F32, Q8_0, not 'Q4_0'"),
         ({"n_pages": 0}, "n_pages must be between 1 and 2147483647, not 0"),
         ({"head_dim": 0}, "head_dim and page_tokens must be between 1 and 65536"),
         ({"n_layers": 1 << 17}, "must be between 1 and 65536"),

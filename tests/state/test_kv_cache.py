@@ -58,7 +58,7 @@ def test_layout_page_bytes_and_budgets():
     [
         ({"page_tokens": 24}, r"page_tokens must be one of \(16, 32, 64\), not 24"),
         ({"page_tokens": 128}, "page_tokens must be one of"),
-        ({"dtype": "Q8_0"}, "the KV dtype must be one of F16, F32, not 'Q8_0'"),
+        ({"dtype": "Q4_0"}, "the KV type must be one of F16, F32, Q8_0, not 'Q4_0'"),
         ({"head_dim": 0}, "n_layers, n_kv_heads and head_dim must be between 1 and 65536"),
         ({"n_layers": 1 << 17}, "must be between 1 and 65536, not 131072, 1 and 256"),
     ],

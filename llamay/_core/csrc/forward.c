@@ -390,12 +390,16 @@ static void rope_and_store(const step *st, int il, int t) {
         if (rope != NULL) llamay_rope_apply(rope, cos_sin, head);
         unsigned char *k_row = llamay_page_k(st->kv, page, il, g) + slot * st->kv->row_bytes;
         unsigned char *v_row = llamay_page_v(st->kv, page, il, g) + slot * st->kv->row_bytes;
-        if (st->kv->elem_bytes == 2) {
+        if (st->kv->type == LLAMAY_KV_F16) {
             uint16_t *kh = (uint16_t *)k_row, *vh = (uint16_t *)v_row;
             for (int d = 0; d < D; d++) {
                 kh[d] = llamay_fp32_to_fp16(head[d]);
                 vh[d] = llamay_fp32_to_fp16(v[(size_t)g * D + d]);
             }
+        } else if (st->kv->type == LLAMAY_KV_Q8_0) {
+            /* the scalar quantizer: every kernel set writes the same KV bytes */
+            llamay_quantize_row_q8_0_ref(head, k_row, D);
+            llamay_quantize_row_q8_0_ref(v + (size_t)g * D, v_row, D);
         } else {
             memcpy(k_row, head, (size_t)D * sizeof(float));
             memcpy(v_row, v + (size_t)g * D, (size_t)D * sizeof(float));

@@ -112,10 +112,26 @@ static void softcap(float *x, int n, float cap) {
 
 static inline float exp_scalar(float x) { return v16_lane0(v16_exp(v16_set1(x))); }
 
-/* The tile loop, for K/V rows of type T loaded by LOAD (fp16 or fp32), for `heads` query heads
+/* Elements d .. d+15 of row j of a K or V block, as fp32, per KV type. A Q8_0 value q * d is
+   exact in fp32 (8 by 11 significant bits), so every kernel set reads the same numbers. */
+static inline v16 kv_load_f32(const unsigned char *rows, int64_t row_bytes, int j, int d) {
+    return v16_load((const float *)(rows + (size_t)j * row_bytes) + d);
+}
+static inline v16 kv_load_f16(const unsigned char *rows, int64_t row_bytes, int j, int d) {
+    return v16_load_f16((const uint16_t *)(rows + (size_t)j * row_bytes) + d);
+}
+static inline v16 kv_load_q8_0(const unsigned char *rows, int64_t row_bytes, int j, int d) {
+    const unsigned char *block = rows + (size_t)j * row_bytes + (size_t)(d / 32) * 34;
+    uint16_t scale;
+    memcpy(&scale, block, sizeof scale);
+    return v16_mul(v16_load_i8((const int8_t *)block + 2 + d % 32),
+                   v16_set1(llamay_fp16_to_fp32_scalar(scale)));
+}
+
+/* The tile loop, for K/V rows loaded by LOAD (fp32, fp16 or Q8_0), for `heads` query heads
 (a compile-time constant, so that the accumulators live in registers); head_dim a multiple of
 16; page_tokens a multiple of 16, at most 64. */
-#define ATTENTION_BODY(T, LOAD, heads)                                                             \
+#define ATTENTION_BODY(LOAD, heads)                                                                \
     const llamay_pages *kv = a->kv;                                                                \
     const int D = kv->head_dim, P = kv->page_tokens;                                               \
     const int first = a->window > 0 && a->pos - a->window + 1 > 0 ? a->pos - a->window + 1 : 0;    \
@@ -130,8 +146,8 @@ static inline float exp_scalar(float x) { return v16_lane0(v16_exp(v16_set1(x)))
     }                                                                                              \
     for (int tile = first / P; tile <= a->pos / P; tile++) {                                       \
         const int32_t page = a->page_table[tile];                                                  \
-        const T *K = (const T *)llamay_page_k(kv, page, a->layer, a->kv_head);                     \
-        const T *V = (const T *)llamay_page_v(kv, page, a->layer, a->kv_head);                     \
+        const unsigned char *K = llamay_page_k(kv, page, a->layer, a->kv_head);                    \
+        const unsigned char *V = llamay_page_v(kv, page, a->layer, a->kv_head);                    \
         const int base = tile * P;                                                                 \
         const int j0 = first > base ? first - base : 0;                                            \
         const int j1 = a->pos - base + 1 < P ? a->pos - base + 1 : P;                              \
@@ -146,7 +162,7 @@ static inline float exp_scalar(float x) { return v16_lane0(v16_exp(v16_set1(x)))
             for (int d0 = 0; d0 < D; d0 += 64) {                                                   \
                 for (int c = 0; c < 4 && d0 + 16 * c < D; c++) {                                   \
                     const int d = d0 + 16 * c;                                                     \
-                    const v16 k = LOAD(K + (size_t)j * D + d);                                     \
+                    const v16 k = LOAD(K, kv->row_bytes, j, d);                                    \
                     for (int h = 0; h < heads; h++) {                                              \
                         acc[h][c] = v16_fma(v16_load(q + (size_t)h * D + d), k, acc[h][c]);        \
                     }                                                                              \
@@ -188,7 +204,7 @@ static inline float exp_scalar(float x) { return v16_lane0(v16_exp(v16_set1(x)))
             }                                                                                      \
             for (int j = j0; j < j1; j++) {                                                        \
                 for (int c = 0; c < 2 && d + 16 * c < D; c++) {                                    \
-                    const v16 v = LOAD(V + (size_t)j * D + d + 16 * c);                            \
+                    const v16 v = LOAD(V, kv->row_bytes, j, d + 16 * c);                           \
                     for (int h = 0; h < heads; h++) {                                              \
                         o[h][c] = v16_fma(v16_set1(s[h][j]), v, o[h][c]);                          \
                     }                                                                              \
@@ -208,28 +224,31 @@ static inline float exp_scalar(float x) { return v16_lane0(v16_exp(v16_set1(x)))
         }                                                                                          \
     }
 
-#define ATTENTION_FN(name, T, LOAD, heads)                                                         \
+#define ATTENTION_FN(name, LOAD, heads)                                                            \
     static void name(const llamay_attention *a, const float *q, const float *sinks, float *out) {  \
-        ATTENTION_BODY(T, LOAD, heads)                                                             \
+        ATTENTION_BODY(LOAD, heads)                                                                \
     }
-ATTENTION_FN(attention_f16_8, uint16_t, v16_load_f16, 8)
-ATTENTION_FN(attention_f16_4, uint16_t, v16_load_f16, 4)
-ATTENTION_FN(attention_f16_2, uint16_t, v16_load_f16, 2)
-ATTENTION_FN(attention_f16_1, uint16_t, v16_load_f16, 1)
-ATTENTION_FN(attention_f32_8, float, v16_load, 8)
-ATTENTION_FN(attention_f32_4, float, v16_load, 4)
-ATTENTION_FN(attention_f32_2, float, v16_load, 2)
-ATTENTION_FN(attention_f32_1, float, v16_load, 1)
+#define ATTENTION_FNS(type)                                                                        \
+    ATTENTION_FN(attention_##type##_8, kv_load_##type, 8)                                          \
+    ATTENTION_FN(attention_##type##_4, kv_load_##type, 4)                                          \
+    ATTENTION_FN(attention_##type##_2, kv_load_##type, 2)                                          \
+    ATTENTION_FN(attention_##type##_1, kv_load_##type, 1)
+ATTENTION_FNS(f32)
+ATTENTION_FNS(f16)
+ATTENTION_FNS(q8_0)
+#undef ATTENTION_FNS
 #undef ATTENTION_FN
 #undef ATTENTION_BODY
 
 /* The query heads in groups of 8, 4, 2 and 1: each head's result is the same in any group. */
 static void attention(const llamay_attention *a) {
     typedef void (*group_fn)(const llamay_attention *, const float *, const float *, float *);
-    static const group_fn f16[] = {attention_f16_8, attention_f16_4, attention_f16_2,
-                                   attention_f16_1};
-    static const group_fn f32[] = {attention_f32_8, attention_f32_4, attention_f32_2,
-                                   attention_f32_1};
+    /* by llamay_kv_type, then by group size */
+    static const group_fn by_type[3][4] = {
+        {attention_f32_8, attention_f32_4, attention_f32_2, attention_f32_1},
+        {attention_f16_8, attention_f16_4, attention_f16_2, attention_f16_1},
+        {attention_q8_0_8, attention_q8_0_4, attention_q8_0_2, attention_q8_0_1},
+    };
     const int D = a->kv->head_dim;
     int h0 = 0;
     for (int i = 0; i < 4; i++) {
@@ -238,7 +257,7 @@ static void attention(const llamay_attention *a) {
             const float *q = a->q + (size_t)h0 * D;
             const float *sinks = a->sinks != NULL ? a->sinks + h0 : NULL;
             float *out = a->out + (size_t)h0 * D;
-            (a->kv->elem_bytes == 2 ? f16 : f32)[i](a, q, sinks, out);
+            by_type[a->kv->type][i](a, q, sinks, out);
         }
     }
 }

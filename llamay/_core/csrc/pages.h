@@ -14,8 +14,10 @@
  *     layer_bytes = 2 * kv_bytes                     K then V
  *     page_bytes  = n_layers * layer_bytes
  *
- * Elements are IEEE binary32 (F32) or binary16 (F16), little-endian: this is also the byte
- * layout of a page in a snapshot (llamay/state/layout.py), whatever the backend. The memory base
+ * A row is head_dim elements of IEEE binary32 (F32) or binary16 (F16), little-endian, or
+ * head_dim / 32 blocks of ggml's Q8_0 (a binary16 scale d, then 32 int8 q: x = q * d; 34 bytes),
+ * so row_bytes = head_dim * 4, head_dim * 2 or head_dim / 32 * 34. This is also the byte layout
+ * of a page in a snapshot (llamay/state/layout.py), whatever the backend. The memory base
  * is 2 MiB aligned; every block is 64-byte aligned when head_bytes is a multiple of 64.
  *
  * Which pages are in use, and who holds them, is not known here: refcounts and the free list
@@ -28,10 +30,13 @@
 
 typedef int32_t llamay_page_id;
 
+/* The element type of the rows; the values are the page memory's, csrc and pages.pyx agree. */
+enum llamay_kv_type { LLAMAY_KV_F32 = 0, LLAMAY_KV_F16 = 1, LLAMAY_KV_Q8_0 = 2 };
+
 typedef struct llamay_pages {
     unsigned char *base;
     int64_t row_bytes, head_bytes, kv_bytes, layer_bytes, page_bytes;
-    int32_t n_pages, n_layers, n_kv_heads, head_dim, page_tokens, elem_bytes;
+    int32_t n_pages, n_layers, n_kv_heads, head_dim, page_tokens, type; /* llamay_kv_type */
 } llamay_pages;
 
 /* The page_tokens x head_dim K block of one (page, layer, kv_head). */

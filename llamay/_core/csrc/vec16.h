@@ -43,6 +43,7 @@ V16_INLINE v16 v16_zero(void) { return v16_set1(0.0f); }
 V16_INLINE v16 v16_load(const float *p) { V16_MAP(p[i]); }
 V16_INLINE void v16_store(float *p, v16 a) { memcpy(p, a.f, sizeof a.f); }
 V16_INLINE v16 v16_load_f16(const uint16_t *p) { V16_MAP(llamay_fp16_to_fp32_scalar(p[i])); }
+V16_INLINE v16 v16_load_i8(const int8_t *p) { V16_MAP((float)p[i]); }
 /* lanes [0, n) from p, zeros in the rest (n <= 16) */
 V16_INLINE v16 v16_load_partial(const float *p, int n) { V16_MAP(i < n ? p[i] : 0.0f); }
 V16_INLINE void v16_store_partial(float *p, v16 a, int n) { memcpy(p, a.f, (size_t)n * 4); }
@@ -114,6 +115,11 @@ V16_INLINE void v16_store(float *p, v16 a) {
 V16_INLINE v16 v16_load_f16(const uint16_t *p) {
     return v16_pair(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)),
                     _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8))));
+}
+V16_INLINE v16 v16_load_i8(const int8_t *p) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)p);
+    return v16_pair(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)),
+                    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))));
 }
 V16_INLINE v16 v16_load_partial(const float *p, int n) {
     float tmp[16] = {0};
@@ -188,6 +194,9 @@ V16_INLINE v16 v16_load(const float *p) { return _mm512_loadu_ps(p); }
 V16_INLINE void v16_store(float *p, v16 a) { _mm512_storeu_ps(p, a); }
 V16_INLINE v16 v16_load_f16(const uint16_t *p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+V16_INLINE v16 v16_load_i8(const int8_t *p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
 }
 V16_INLINE v16 v16_load_partial(const float *p, int n) {
     return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);

@@ -16,18 +16,27 @@ import numpy as np
 
 from llamay.backends.base import Batch
 from llamay.backends.reference.forward import ReferenceForward
+from llamay.errors import LlamayError
 from llamay.models.spec import ModelSpec
-from llamay.state.layout import KV_DTYPES, KVLayout
+from llamay.state.layout import KVLayout
+
+# Q8_0 is the CPU backend's: the float64 spec has no quantized KV
+REFERENCE_KV_TYPES = {"F16": np.float16, "F32": np.float32}
 
 
 class NumpyPages:
     """Pages as one array (n_pages, n_layers, 2, n_kv_heads, page_tokens, head_dim)."""
 
     def __init__(self, layout: KVLayout, n_pages: int) -> None:
+        if layout.dtype not in REFERENCE_KV_TYPES:
+            raise LlamayError(
+                f"the reference backend keeps its KV cache as {' or '.join(REFERENCE_KV_TYPES)}, "
+                f"not {layout.dtype}"
+            )
         self.layout = layout
         self.array = np.zeros(
             (n_pages, layout.n_layers, 2, layout.n_kv_heads, layout.page_tokens, layout.head_dim),
-            dtype=KV_DTYPES[layout.dtype],
+            dtype=REFERENCE_KV_TYPES[layout.dtype],
         )
 
     def copy(self, src: int, dst: int) -> None:
