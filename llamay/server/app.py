@@ -47,10 +47,13 @@ def create_app(config: ServerConfig | None = None) -> falcon.App:
     state = ServerState(config, models, counters, contexts)
     state.extras["contexts"] = contexts  # where the families looked for it before
     in_flight = InFlight(state)
+    middleware: list = [in_flight]
+    if store is not None:
+        middleware.append(_NameReplica(store.owner))
     guard = Guard(config.host, config.api_key is not None, config.allowed_origins)
     app = openapi.RoutedApp(
         middleware=[
-            in_flight,
+            *middleware,
             metrics.MetricsMiddleware(state.metrics),
             guard,
             RequireKey(config.api_key),
@@ -81,6 +84,19 @@ def _render_error(
         resp.set_header("WWW-Authenticate", "Bearer")
     if api_error.retry_after is not None:
         resp.set_header("Retry-After", str(api_error.retry_after))
+
+
+class _NameReplica:
+    """Names the replica that answered (`X-Llamay-Replica`): with a state directory, which
+    one a proxy chose is worth seeing."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: object, req_succeeded: bool
+    ) -> None:
+        resp.set_header("X-Llamay-Replica", self.name)
 
 
 class _Health:

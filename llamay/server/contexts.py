@@ -12,15 +12,17 @@ sharing DIR can restore:
   it (copy-on-write: no page copied) and hands the fork to a writer thread, which writes it to
   DIR behind the answer. A kill -9 loses exactly the changes whose snapshot was not yet
   renamed into place (`persisted_n_tokens` says how far a context is in DIR).
-- `get` of an id not in memory restores it from DIR, after taking its lease (waiting up to
-  `lease_wait` seconds for another replica's lease to be given back or to go stale, then 409
-  naming the holder) and checking that this replica's model of that name has the weights
+- `get` of an id not in memory restores it from DIR, after taking its lease (asking the
+  replica that holds it to let it go once idle, and waiting up to `lease_wait` seconds for
+  that or for the lease to go stale, then 409 naming the holder) and checking that this replica's model of that name has the weights
   the context was made with (409 otherwise).
 - The leases of resident contexts are renewed in the background; a context whose lease was
   taken over (this replica hung past its lease) is dropped from memory, unwritten.
 - Past `limit` resident contexts, the least recently used idle one already in DIR is let go
   (its lease given back) to make room, rather than answering 429.
-- `drain()` (SIGTERM) waits for the writer, then gives every lease back.
+- A drain (SIGTERM) lets each context go as soon as it is idle and written (`let_go_idle`,
+  again and again while streams finish), then `drain()` waits for the writer and gives every
+  lease back.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llamay.engine import Model
-from llamay.errors import LlamayError, SnapshotMismatch
+from llamay.errors import KVCacheFull, LlamayError, SnapshotCorrupt, SnapshotMismatch
 from llamay.server.errors import ApiError
 from llamay.server.metrics import Metrics
 from llamay.server.native_describe import PREFIX
@@ -47,6 +49,8 @@ _REAP_EVERY_S = 5.0
 _RETRY_AFTER_S = 30
 # How often a request that waits for another replica's lease looks again.
 _LEASE_POLL_S = 0.1
+# How often a replica looks whether another asks for one of its contexts.
+_HAND_OVER_EVERY_S = 0.1
 
 
 @dataclass
@@ -117,6 +121,7 @@ class ContextRegistry:
         if store is not None:
             _daemon(self._write_forever, "llamay-snapshots")
             _daemon(self._renew_forever, "llamay-leases", max(store.lease_ttl / 3, 0.1))
+            _daemon(self._hand_over_forever, "llamay-handover")
 
     # --- the verbs -------------------------------------------------------------------------------
 
@@ -235,6 +240,14 @@ class ContextRegistry:
                 self._wake.wait(min(left, 0.5))
         return True
 
+    def let_go_idle(self) -> None:
+        """Drops every idle context whose changes are written, giving its lease back, so that
+        another replica can take it at once (a drain does this while its streams finish)."""
+        if self.store is None:
+            return  # nowhere to keep them: they stay until the process ends
+        for entry in self.all():
+            self._let_go(entry)
+
     def drain(self, timeout: float = math.inf) -> bool:
         """What a replica does last: writes every change, then gives every lease back (the
         contexts stay resident, but another replica may take them at once)."""
@@ -318,31 +331,22 @@ class ContextRegistry:
     def _restore_now(self, context_id: str) -> Entry | None:
         store = self.store
         assert store is not None and self._load is not None
-        if _quiet_manifest(store, context_id) is None:
+        manifest = _quiet_manifest(store, context_id)
+        if manifest is None and not store.exists(context_id):
             return None
+        if manifest is not None:
+            # The weights first: a replica with other weights behind the name takes no lease.
+            self._check_weights(context_id, manifest)
         self._make_room()
         self._take_lease(context_id)
         try:
             manifest = store.manifest(context_id)  # as the last holder left it
             if manifest is None:
-                return None
+                return None  # a creation that never finished
             name = manifest["model"]
-            model = self._load(name)
-            if model.fingerprint != manifest["fingerprint"]:
-                raise ApiError(
-                    409,
-                    f"context {context_id} was made by other weights than this replica's "
-                    f"{name!r} (the context's model file has fingerprint "
-                    f"{manifest['fingerprint'][:16]}…, this replica's {model.fingerprint[:16]}…): "
-                    "every replica must serve the same file under one name",
-                )
+            model = self._check_weights(context_id, manifest)
             started = time.perf_counter()
-            try:
-                context = model.restore(store.snapshot_path(context_id))
-            except SnapshotMismatch as error:
-                raise ApiError(409, f"context {context_id}: {error}") from None
-            except LlamayError as error:
-                raise ApiError(500, f"context {context_id} cannot be restored: {error}") from None
+            context = self._restore_file(context_id, model)
             self._metrics.restored(time.perf_counter() - started)
         except BaseException:
             store.release(context_id)
@@ -355,10 +359,47 @@ class ContextRegistry:
             self._entries[context_id] = entry
         return entry
 
+    def _restore_file(self, context_id: str, model: Model) -> Context:
+        """The context's snapshot restored on `model`; while its KV cache is full, the least
+        recently used idle contexts of that model already written are let go to make room."""
+        assert self.store is not None
+        while True:
+            try:
+                return model.restore(self.store.snapshot_path(context_id))
+            except SnapshotMismatch as error:
+                raise ApiError(409, f"context {context_id}: {error}") from None
+            except SnapshotCorrupt as error:
+                raise ApiError(500, f"context {context_id} cannot be restored: {error}") from None
+            except KVCacheFull:
+                with self._lock:
+                    candidates = sorted(
+                        (e for e in self._entries.values() if e.context.model is model),
+                        key=lambda e: e.last_used,
+                    )
+                if not any(self._let_go(entry) for entry in candidates):
+                    raise
+
+    def _check_weights(self, context_id: str, manifest: dict[str, Any]) -> Model:
+        """This replica's model of the manifest's name, if it has the context's weights."""
+        assert self._load is not None
+        name = manifest["model"]
+        model = self._load(name)
+        if model.fingerprint != manifest["fingerprint"]:
+            raise ApiError(
+                409,
+                f"context {context_id} was made by other weights than this replica's "
+                f"{name!r} (the context's model file has fingerprint "
+                f"{manifest['fingerprint'][:16]}…, this replica's {model.fingerprint[:16]}…): "
+                "every replica must serve the same file under one name",
+            )
+        return model
+
     def _take_lease(self, context_id: str) -> None:
-        """The context's lease, waiting up to lease_wait for another replica to let it go."""
+        """The context's lease: asks its holder to let it go once idle, and waits up to
+        lease_wait for that (or for the lease to go stale)."""
         assert self.store is not None
         deadline = time.monotonic() + self.lease_wait
+        asked = False
         while True:
             try:
                 self.store.acquire(context_id)
@@ -367,6 +408,9 @@ class ContextRegistry:
                 if time.monotonic() >= deadline:
                     self._metrics.lease_conflict()
                     raise ApiError(409, str(conflict)) from None
+                if not asked:
+                    self.store.ask(context_id)
+                    asked = True
             time.sleep(_LEASE_POLL_S)
 
     # --- background work -------------------------------------------------------------------------
@@ -435,6 +479,18 @@ class ContextRegistry:
                         self._drop_lost(entry)
                 except OSError as error:
                     _warn(f"context {entry.id}: lease not renewed: {error}")
+
+    def _hand_over_forever(self) -> None:
+        """Lets go of each context another replica asks for, once it is idle and written."""
+        assert self.store is not None
+        while True:
+            time.sleep(_HAND_OVER_EVERY_S)
+            for entry in self.all():
+                try:
+                    if self.store.wanted(entry.id) and self._let_go(entry):
+                        self._metrics.handed_over()
+                except OSError as error:
+                    _warn(f"context {entry.id}: not handed over: {error}")
 
     def _expire_stored(self, cutoff: float) -> list[str]:
         """Deletes the contexts in the state directory unused since `cutoff` (Unix seconds)

@@ -7,8 +7,10 @@ to files. A SIGTERM (listen.py) drains the replica within the grace period:
 1. `/ready` answers 503, and so does every new request but `/health`, `/ready` and `/metrics`
    (a proxy sends it to another replica: nginx's `proxy_next_upstream http_503`);
 2. the listening sockets are closed, and connections with nothing in flight after them;
-3. requests in flight are given the grace period less a margin to finish; streams still running
-   then are ended (the context keeps what they generated);
+3. requests in flight are given the grace period less a margin to finish, and each context
+   is written and its lease given back as soon as nothing runs in it (another replica takes
+   it at once); streams still running at the end are ended (the context keeps what they
+   generated);
 4. every context's changes are written to the state directory and its lease given back;
 5. the process exits 0.
 """
@@ -28,6 +30,8 @@ from llamay.server.state import ServerState
 
 # Routes a draining replica still answers: the probes and the scrape.
 _ALWAYS = frozenset({"/health", "/ready", "/metrics"})
+# How often a drain lets go of the contexts that became idle.
+_LET_GO_EVERY_S = 0.1
 
 
 class InFlight:
@@ -89,15 +93,31 @@ def drain(state: ServerState, in_flight: InFlight, stop_listening: Callable[[], 
     margin = min(5.0, grace / 5)
     state.draining = True
     stop_listening()
-    finished = in_flight.wait_idle(deadline - margin)
+    finished = _wait_letting_go(state, in_flight, deadline - margin)
     if not finished:
         for entry in state.contexts.all():
             generation = entry.generation
             if generation is not None:
                 generation.cancel()
-        finished = in_flight.wait_idle(deadline - margin / 2)
+        finished = _wait_letting_go(state, in_flight, deadline - margin / 2)
     written = state.contexts.drain(max(0.0, deadline - time.monotonic()))
     return finished and written
+
+
+def _wait_letting_go(state: ServerState, in_flight: InFlight, until: float) -> bool:
+    """Waits for the requests in flight; meanwhile each context is written and let go as soon
+    as it is idle, so that the replica a proxy sends its next request to need not wait for its
+    lease."""
+    contexts = state.contexts
+    while True:
+        contexts.flush(max(0.0, until - time.monotonic()))
+        contexts.let_go_idle()
+        if in_flight.wait_idle(min(until, time.monotonic() + _LET_GO_EVERY_S)):
+            contexts.flush(max(0.0, until - time.monotonic()))
+            contexts.let_go_idle()
+            return True
+        if time.monotonic() >= until:
+            return False
 
 
 def readiness(state: ServerState) -> list[str]:

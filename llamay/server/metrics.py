@@ -67,6 +67,11 @@ class Metrics:
         with self._lock:
             self._fleet["lease_conflicts"] += 1
 
+    def handed_over(self) -> None:
+        """A context let go because another replica asked for it."""
+        with self._lock:
+            self._fleet["handed_over"] += 1
+
     def snapshot_written(self, seconds: float, n_tokens: int) -> None:
         """A context written to the state directory: `n_tokens` long, in `seconds`."""
         with self._lock:
@@ -80,6 +85,7 @@ class Metrics:
             "contexts_restored",
             "restore_seconds",
             "lease_conflicts",
+            "handed_over",
             "snapshots_written",
             "snapshot_seconds",
             "snapshot_tokens",
@@ -230,6 +236,8 @@ def _fleet_lines(fleet: Mapping[str, float], replica: Mapping[str, Any]) -> list
         ("llamay_lease_conflicts_total", "counter",
          "Requests refused (409) because another replica held the context's lease.",
          fleet["lease_conflicts"]),
+        ("llamay_contexts_handed_over_total", "counter",
+         "Contexts let go because another replica asked for them.", fleet["handed_over"]),
         ("llamay_snapshots_written_total", "counter",
          "Context snapshots written to the state directory.", fleet["snapshots_written"]),
         ("llamay_snapshot_write_seconds_total", "counter",

@@ -48,9 +48,11 @@ _GENERATE_FIELDS = {*_SAMPLING, "prompt", "stream", "grammar", "json_schema"}
 _CREATE_FIELDS = {"model", "prompt", "messages"}
 
 
-# Every answer about one context names it in this header; a client sends it back with each
-# later request, so that a proxy routes a session to one replica (docs/deploy.md).
+# The session a request belongs to: a proxy routes by it, so that a session stays on one
+# replica (docs/deploy.md). An answer about a context echoes the request's, or names the
+# context when the request had none; the client sends it with every later request.
 SESSION_HEADER = "X-Llamay-Session"
+_MAX_SESSION_CHARS = 256
 
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
@@ -83,7 +85,7 @@ class _Contexts:
             entry = self._create(read_json(req, self.state.config.max_body_bytes))
         resp.status = falcon.HTTP_201
         resp.set_header("Location", f"{PREFIX}/contexts/{entry.id}")
-        resp.set_header(SESSION_HEADER, entry.id)
+        _name_session(req, resp, entry.id)
         resp.media = entry.describe()
 
     def _create(self, body: dict[str, Any]) -> Entry:
@@ -139,7 +141,7 @@ class _OneContext:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
         entry = self.registry.get(context_id)
-        resp.set_header(SESSION_HEADER, entry.id)
+        _name_session(req, resp, entry.id)
         resp.media = entry.describe() | {"persisted_n_tokens": entry.persisted_n_tokens}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
@@ -162,7 +164,7 @@ class _Fork:
         child = self.registry.add(entry.model_name, child, entry.kind)
         resp.status = falcon.HTTP_201
         resp.set_header("Location", f"{PREFIX}/contexts/{child.id}")
-        resp.set_header(SESSION_HEADER, child.id)
+        _name_session(req, resp, child.id)
         resp.media = child.describe()
 
 
@@ -205,7 +207,7 @@ class _Generate:
         )
         with _idle(entry):
             entry.busy = True
-        resp.set_header(SESSION_HEADER, entry.id)
+        _name_session(req, resp, entry.id)
         try:
             generation = model.generate(prompt, context=entry.context, **kwargs)
             entry.generation = generation
@@ -290,6 +292,14 @@ def _idle(entry: Entry) -> Iterator[Entry]:
             )
         yield entry
         entry.last_used = time.monotonic()
+
+
+def _name_session(req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
+    given = req.get_header(SESSION_HEADER)
+    if given and len(given) <= _MAX_SESSION_CHARS and given.isprintable():
+        resp.set_header(SESSION_HEADER, given)
+    else:
+        resp.set_header(SESSION_HEADER, context_id)
 
 
 def _refuse_unknown(body: dict[str, Any], known: set[str]) -> None:

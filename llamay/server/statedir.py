@@ -4,6 +4,7 @@
     DIR/contexts/ID/manifest.json     {"id", "model", "fingerprint", "n_tokens", "last_used",
                                        "owner", "kind"}: what a replica reads before restoring
     DIR/contexts/ID/lease.json        {"owner", "token", "expires"}: who may write this context
+    DIR/contexts/ID/want              {"owner"}: another replica asks for the context
     DIR/contexts/ID/.lock             what lease changes lock (fcntl), a moment each
 
 Every file is written atomically (paths.write_atomically: temp file, fsync, rename), so a reader
@@ -11,7 +12,10 @@ sees a whole old file or a whole new one. Ownership: a replica writes a context'
 while it holds the context's lease; it renews the leases of the contexts it holds, and gives
 them back when it lets a context go (drain, eviction, delete). A lease past its expiry is stale
 (its holder died or hung) and the next replica takes it over; one held by the same replica name
-is taken over at once (a restarted replica). Lease changes read, decide and write under an
+is taken over at once (a restarted replica). A replica that needs a context another live
+replica holds leaves a `want` file; the holder lets the context go (writes it, gives the lease
+back) as soon as nothing runs in it, so a request routed to the "wrong" replica waits a moment
+rather than failing. Lease changes read, decide and write under an
 fcntl lock on `.lock`, which the kernel drops when a process dies (local disks and NFS with
 locking), so no lock is ever left stale. Ids are opaque: they name no replica.
 """
@@ -42,6 +46,7 @@ _MAX_JSON = 64 * 1024
 SNAPSHOT = "snapshot.llamay"
 MANIFEST = "manifest.json"
 LEASE = "lease.json"
+WANT = "want"
 
 
 class LeaseConflict(LlamayError):
@@ -103,6 +108,23 @@ class StateDir:
             if held is not None and not self._may_take(held):
                 raise LeaseConflict(context_id, held.owner, held.expires)
             self._write_lease(folder)
+            with contextlib.suppress(FileNotFoundError):
+                (folder / WANT).unlink()
+
+    def ask(self, context_id: str) -> None:
+        """Asks the replica that holds the context to let it go once idle (the `want` file)."""
+        folder = self.folder(context_id)
+        record = json.dumps({"owner": self.owner}).encode()
+        if folder.is_dir():  # (a folder deleted since holds only this file: nobody lists it)
+            write_atomically(folder / WANT, lambda out: out.write(record))
+
+    def wanted(self, context_id: str) -> bool:
+        """Whether another replica asks for the context."""
+        return (self.folder(context_id) / WANT).exists()
+
+    def exists(self, context_id: str) -> bool:
+        """Whether the context has a folder (it may still be being written by its creator)."""
+        return self.folder(context_id).is_dir()
 
     def renew(self, context_id: str) -> bool:
         """Extends our lease; False (and nothing written) when it is no longer ours: another
