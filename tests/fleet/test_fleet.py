@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -19,7 +18,6 @@ import httpx
 import pytest
 
 from helpers.fleet import (
-    FAIL_TIMEOUT_S,
     REPLICA,
     SESSION,
     Nginx,
@@ -122,8 +120,17 @@ def _running(fleet: Fleet) -> None:
     for replica in fleet.replicas:
         if replica.process is None:
             replica.start()
-    back = max(r.stopped_at for r in fleet.replicas) + FAIL_TIMEOUT_S + 0.5
-    time.sleep(max(0.0, back - time.monotonic()))
+
+    def routed(name: str) -> bool:
+        # Sessions land on every replica of the ring: some of a few random ones on this one.
+        for _ in range(8):
+            answer = fleet.client.get("/health", headers={SESSION: uuid.uuid4().hex})
+            if answer.headers.get(REPLICA) == name:
+                return True
+        return False
+
+    for name in (replica.name for replica in fleet.replicas):
+        wait_until(lambda name=name: routed(name), f"nginx routing to {name}", seconds=30)
 
 
 @pytest.mark.parametrize("sampling", [GREEDY, SEEDED], ids=["greedy", "seeded"])

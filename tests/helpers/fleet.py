@@ -25,8 +25,6 @@ NGINX_CONF = REPO / "deploy" / "nginx" / "llamay.conf"
 # The addresses deploy/nginx/llamay.conf names: two replicas and where nginx listens.
 CONF_REPLICAS = ("127.0.0.1:11435", "127.0.0.1:11436")
 CONF_LISTEN = "127.0.0.1:8080"
-# The conf's fail_timeout: how long nginx leaves out a replica that refused a connection.
-FAIL_TIMEOUT_S = 5.0
 SESSION = "X-Llamay-Session"
 REPLICA = "X-Llamay-Replica"
 
@@ -80,7 +78,6 @@ class Replica:
     extra: tuple[str, ...] = ()
     process: subprocess.Popen | None = None
     exits: list[int] = field(default_factory=list)
-    stopped_at: float = 0.0  # time.monotonic() when it was last killed or stopped
 
     @property
     def url(self) -> str:
@@ -116,7 +113,6 @@ class Replica:
         self.process.send_signal(signal.SIGKILL)
         self.exits.append(self.process.wait())
         self.process = None
-        self.stopped_at = time.monotonic()
 
     def terminate(self) -> None:
         assert self.process is not None
@@ -127,7 +123,6 @@ class Replica:
         code = self.process.wait(seconds)
         self.exits.append(code)
         self.process = None
-        self.stopped_at = time.monotonic()
         return code
 
     def stop(self) -> None:
