@@ -66,6 +66,18 @@ def create_app(config: ServerConfig | None = None) -> falcon.App:
     app.add_error_handler(falcon.HTTPError, _render_error)
     app.add_route("/health", _Health())
     app.add_route("/ready", Ready(state))
+    openapi.describe(
+        "GET",
+        "/ready",
+        "Whether this replica should be sent work",
+        tag="meta",
+        response={
+            "type": "object",
+            "properties": {"status": {"type": "string"}, "replica": {"type": "string"}},
+        },
+        errors={503: "not ready: draining, the state directory takes no write, or an alias "
+                "resolves to no model"},
+    )
     for family in FAMILIES:
         family.add_routes(app, state)
     return app

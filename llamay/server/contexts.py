@@ -1,8 +1,10 @@
 """The server's contexts, by id: the registry every API that keeps contexts shares.
 
 The native context API (native.py) keeps its contexts here, and so may any other API that keeps
-state on the server (stored responses): `add` a context, `get` it by id, `touch` it after each
-change, `remove` it; idle ones expire after the TTL.
+state on the server (stored responses): `add` a context (with a `kind` of its own), `get` it by
+id, `touch` it after each change, `remove` it; idle ones expire after the TTL. What an API keeps
+with a context beside its KV goes in `context.note` (a JSON object): it is written with the
+snapshot and comes back with the context on any replica.
 
 Without a state directory, a context lives in this process only. With one
 (`--state-dir DIR`, statedir.py), every context is also a snapshot in DIR, which every replica
@@ -163,7 +165,7 @@ class ContextRegistry:
         Marks it used now and, with a state directory, writes it there behind the answer."""
         entry.last_used = time.monotonic()
         entry.version += 1
-        if self.store is None or entry.removed:
+        if self.store is None or entry.removed or entry.context.closed:
             return
         pending = _Pending(entry.version, entry.context.fork(), time.time())
         with self._lock:
