@@ -7,10 +7,10 @@ and computed again from its tokens (what a replica without the snapshot would do
 
 fleet: `--clients` sessions through nginx (deploy/nginx/llamay.conf), each a context made from
 a prompt and then generated in, `--tokens` at a time (greedy), for `--seconds`: one replica
-(all cores per forward step) against two (one core each), both sharing one state directory.
+(`--threads` per forward step) against two (half as many each), sharing one state directory.
 
     python bench/bench_fleet.py costs [--model gemma3:270m] [--threads 2] [--repeat 5]
-    python bench/bench_fleet.py fleet [--clients 8] [--seconds 40] [--tokens 32]
+    python bench/bench_fleet.py fleet [--clients 8] [--seconds 40] [--tokens 32] [--replicas 1,2]
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ def fleet(args: argparse.Namespace) -> None:
     print(f"{args.clients} sessions, {args.tokens} tokens a request, {args.seconds:g}s each")
     print("| replicas | threads each | requests | errors | tokens/s | p50 request |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for n_replicas, threads in ((1, 2), (2, 1)):
+    for n_replicas in (int(n) for n in args.replicas.split(",")):
+        threads = max(1, args.threads // n_replicas)
         with tempfile.TemporaryDirectory(dir=args.dir) as folder:
             root = Path(folder)
             extra = ("--model-threads", str(threads), "--ctx-size", "4096", "--kv-memory", "2GiB")
@@ -173,6 +174,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=40)
     parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--replicas", default="1,2", help="fleet: replica counts to compare")
     parser.add_argument("--dir", help="where the state directory goes (default: the temp dir)")
     args = parser.parse_args()
     costs(args) if args.what == "costs" else fleet(args)
