@@ -132,14 +132,19 @@ class ContextRegistry:
         behind); 429 (its pages freed) when `limit` are resident and none can be let go."""
         entry = Entry(f"ctx-{secrets.token_hex(8)}", model_name, context, kind)
         try:
-            self._make_room()
             if self.store is not None:
                 self.store.acquire(entry.id)  # a new id: nobody else holds it
+            while True:  # room made, then taken under the lock (another add may come first)
+                self._make_room()
+                with self._lock:
+                    if len(self._entries) < self.limit:
+                        self._entries[entry.id] = entry
+                        break
         except BaseException:
+            if self.store is not None:
+                self.store.delete(entry.id)
             context.close()
             raise
-        with self._lock:
-            self._entries[entry.id] = entry
         self.touch(entry)
         return entry
 
@@ -251,12 +256,15 @@ class ContextRegistry:
             self._let_go(entry)
 
     def drain(self, timeout: float = math.inf) -> bool:
-        """What a replica does last: writes every change, then gives every lease back (the
-        contexts stay resident, but another replica may take them at once)."""
+        """What a replica does last: writes every change, then lets every context go and gives
+        its lease back (one still busy, past the grace period, is given up as it is)."""
         flushed = self.flush(timeout)
         if self.store is not None:
             for entry in self.all():
-                self.store.release(entry.id)
+                if not self._let_go(entry):
+                    with self._lock:
+                        self._entries.pop(entry.id, None)
+                    self.store.release(entry.id)
         return flushed
 
     def stats(self) -> dict[str, Any]:
