@@ -134,7 +134,7 @@ def readiness(state: ServerState) -> list[str]:
         try:
             state.models.resolve(name)
         except LlamayError as error:
-            problems.append(str(error))
+            problems.append(f"--alias {name!r}: {error}")
     return problems
 
 
