@@ -11,6 +11,8 @@ with 409 (forks and snapshots of an idle context wait their turn instead, a mome
 Contexts are a server's memory that clients hold: at most `--max-contexts` are open (429 past
 that), and one no request has used for `--context-ttl` is closed. An uploaded snapshot's pages
 stay private to its context (`?verify=true` recomputes and checks them, and then shares them).
+The contexts live in the server's registry (contexts.py); with `--state-dir` each is also a
+snapshot there after each change, and any replica sharing the directory serves any id.
 """
 
 from __future__ import annotations
