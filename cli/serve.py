@@ -13,8 +13,11 @@ from llamay.errors import LlamayError
 from llamay.server.config import (
     DEFAULT_CHANNEL_TIMEOUT,
     DEFAULT_CONNECTION_LIMIT,
+    DEFAULT_GRACE_PERIOD,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_HOST,
+    DEFAULT_LEASE_TTL,
+    DEFAULT_LEASE_WAIT,
     DEFAULT_MAX_CONTEXTS,
     DEFAULT_PORT,
     ServerConfig,
@@ -148,6 +151,36 @@ from llamay.state.layout import KV_TYPES
     show_default=True,
     help="How long an uploaded blob no model uses is kept before it is pruned.",
 )
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A directory replicas share: every context made over HTTP is kept there as a snapshot "
+    "too, and any replica restores it (docs/deploy.md).",
+)
+@click.option(
+    "--replica-name",
+    help="This replica's name in the state directory's leases (unique per replica). "
+    "[default: HOST:PORT]",
+)
+@click.option(
+    "--lease-ttl",
+    default=f"{DEFAULT_LEASE_TTL:g}s",
+    show_default=True,
+    help="How long a context's lease lasts unrenewed: how long a dead replica's contexts wait.",
+)
+@click.option(
+    "--lease-wait",
+    default=f"{DEFAULT_LEASE_WAIT:g}s",
+    show_default=True,
+    help="How long a request waits for another replica's lease on its context before a 409.",
+)
+@click.option(
+    "--grace-period",
+    default=f"{DEFAULT_GRACE_PERIOD:g}s",
+    show_default=True,
+    help="After SIGTERM: how long requests may take to finish before streams are ended, every "
+    "context is written and the server exits 0.",
+)
 def serve(
     host: str,
     port: int,
@@ -172,11 +205,16 @@ def serve(
     header_timeout: float,
     max_uploads: str,
     upload_ttl: str,
+    state_dir: Path | None,
+    replica_name: str | None,
+    lease_ttl: str,
+    lease_wait: str,
+    grace_period: str,
 ) -> None:
     """Serve models over HTTP at http://127.0.0.1:11435 (OpenAI: /v1/chat/completions,
     Anthropic: /v1/messages, Ollama: /api/chat, ...). Models are loaded on first use."""
     from llamay.server import create_app
-    from llamay.server.listen import create_server
+    from llamay.server.listen import create_server, run_until_drained
     from llamay.store.prune import clean_stale_temporaries
 
     if not api_key and not insecure_no_key and not _is_loopback(host):
@@ -207,12 +245,17 @@ def serve(
         header_timeout=header_timeout,
         max_uploads=_size(max_uploads, "--max-uploads"),
         upload_ttl=_duration(upload_ttl, "--upload-ttl"),
+        state_dir=_state_dir(state_dir) if state_dir else None,
+        replica_name=replica_name or None,
+        lease_ttl=_positive(lease_ttl, "--lease-ttl"),
+        lease_wait=_duration(lease_wait, "--lease-wait"),
+        grace_period=_positive(grace_period, "--grace-period"),
     )
     clean_stale_temporaries()  # what a server or pull killed with -9 left behind
     app = create_app(config)
     server = create_server(app, config)
     click.echo(f"llamay serving on http://{_url_host(host)}:{port}", err=True)
-    server.run()
+    run_until_drained(app, server)
 
 
 def _size(text: str, option: str) -> int:
@@ -227,6 +270,22 @@ def _duration(text: str, option: str) -> float:
         return parse_keep_alive(text, 0.0)
     except LlamayError as error:
         raise click.BadParameter(str(error), param_hint=option) from None
+
+
+def _positive(text: str, option: str) -> float:
+    seconds = _duration(text, option)
+    if not 0 < seconds < float("inf"):
+        raise click.BadParameter(f"{text!r} is not a positive duration", param_hint=option)
+    return seconds
+
+
+def _state_dir(path: Path) -> Path:
+    """The state directory, made if missing; a clear error when it cannot be."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise LlamayError(f"--state-dir {path}: {error.strerror or error}") from None
+    return path.resolve()
 
 
 def _origin(text: str) -> str:

@@ -3,6 +3,8 @@ and the bounds that keep one client from taking what the others need."""
 
 from __future__ import annotations
 
+import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +18,9 @@ DEFAULT_CHANNEL_TIMEOUT = 60
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_MAX_UPLOADS = 64 * 1024**3
 DEFAULT_UPLOAD_TTL = 3600.0
+DEFAULT_LEASE_TTL = 5.0
+DEFAULT_LEASE_WAIT = 6.0
+DEFAULT_GRACE_PERIOD = 25.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,12 @@ class ServerConfig:
     take to arrive): waitress's, as `llamay serve` runs it. max_uploads: bytes of uploaded blobs
     (/api/blobs) that no model uses yet which the store may hold (413 past it); upload_ttl:
     seconds such a blob is kept before it is pruned.
+    state_dir: a directory replicas share; every context made over HTTP is a snapshot there too,
+    and any replica restores it (docs/deploy.md). replica_name: this replica in leases and
+    manifests (None: host:port); unique per replica. lease_ttl: seconds a context's lease lasts
+    unrenewed (the time a dead replica's contexts stay locked); lease_wait: seconds a request
+    waits for another replica's lease before its 409. grace_period: seconds a SIGTERM gives
+    requests to finish before streams are ended and every context is written.
     """
 
     host: str = DEFAULT_HOST
@@ -63,3 +74,14 @@ class ServerConfig:
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     max_uploads: int = DEFAULT_MAX_UPLOADS
     upload_ttl: float = DEFAULT_UPLOAD_TTL
+    state_dir: Path | None = None
+    replica_name: str | None = None
+    lease_ttl: float = DEFAULT_LEASE_TTL
+    lease_wait: float = DEFAULT_LEASE_WAIT
+    grace_period: float = DEFAULT_GRACE_PERIOD
+
+    def replica(self) -> str:
+        """This replica's name: replica_name, or host:port (host:pidN on an ephemeral port)."""
+        if self.replica_name:
+            return self.replica_name
+        return f"{socket.gethostname()}:{self.port or f'pid{os.getpid()}'}"

@@ -16,20 +16,30 @@ few seconds hold every slot forever. Here (docs/deploy.md has the table):
 - `channel_request_lookahead` 1: waitress keeps reading a connection while its request runs, so
   a client that goes away is noticed (`waitress.client_disconnected` in the environ) and its
   generation cancelled.
+
+`run_until_drained()` runs it until SIGTERM, then drains (drain.py): the listening sockets are closed from
+waitress's own loop (its trigger runs code there), idle connections are closed as they go idle,
+and once the drain is done a second SIGTERM, sent to itself, ends the loop with SystemExit.
 """
 
 from __future__ import annotations
 
+import os
 import resource
+import signal
+import sys
+import threading
 import time
 import weakref
 from typing import Any
 
 import waitress
+from waitress import wasyncore
 from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer
 
 from llamay.server.config import ServerConfig
+from llamay.server.drain import drain
 
 # Descriptors kept for what is not a client connection: the model files, logs, the store.
 _SPARE_FILES = 64
@@ -54,7 +64,79 @@ def create_server(app: Any, config: ServerConfig) -> Any:
     for dispatcher in list(dispatchers.values()):
         if isinstance(dispatcher, BaseWSGIServer):
             _add_header_deadline(dispatcher, config.header_timeout)
+    server.llamay_sockets = dispatchers  # what a drain closes (run_until_drained)
     return server
+
+
+def run_until_drained(app: Any, server: Any) -> None:
+    """Runs `server` (create_server's, for `app`) until SIGTERM has drained it."""
+    drained = threading.Event()
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        if drained.is_set():
+            raise SystemExit(0)  # waitress's run() shuts its threads down and returns
+        if getattr(on_sigterm, "draining", False):
+            return
+        on_sigterm.draining = True  # type: ignore[attr-defined]
+        threading.Thread(target=run_drain, name="llamay-drain", daemon=True).start()
+
+    def run_drain() -> None:
+        state = app.llamay_state
+        print(
+            f"llamay: SIGTERM: draining (grace period {state.config.grace_period:g}s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        closing = threading.Event()
+        closer = threading.Thread(target=_close_idle_until, args=(server, closing), daemon=True)
+        closer.start()
+        try:
+            clean = drain(state, app.llamay_in_flight, lambda: _stop_listening(server))
+        finally:
+            closing.set()
+        word = "every request finished, every context written" if clean else "grace period over"
+        print(f"llamay: drained: {word}", file=sys.stderr, flush=True)
+        drained.set()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    server.run()
+
+
+def _socket_map(server: Any) -> dict:
+    """waitress's map of the server's sockets (one server, or several listening addresses)."""
+    return server.llamay_sockets
+
+
+def _stop_listening(server: Any) -> None:
+    """Closes the listening sockets, in waitress's loop: new connections are refused."""
+
+    def close() -> None:
+        for dispatcher in list(_socket_map(server).values()):
+            if isinstance(dispatcher, BaseWSGIServer):
+                dispatcher.accepting = False
+                wasyncore.dispatcher.close(dispatcher)  # the socket only, not the trigger
+
+    _trigger(server).pull_trigger(close)
+
+
+def _close_idle_until(server: Any, done: threading.Event) -> None:
+    """Closes each connection with nothing in flight, ten times a second until `done`: a
+    proxy's kept-alive connections go as their last answers end."""
+
+    def close_idle() -> None:
+        for channel in list(_socket_map(server).values()):
+            if isinstance(channel, HTTPChannel) and not channel.requests:
+                channel.close_when_flushed = True
+
+    while not done.wait(0.1):
+        _trigger(server).pull_trigger(close_idle)
+
+
+def _trigger(server: Any) -> Any:
+    if hasattr(server, "trigger"):
+        return server.trigger
+    return next(d for d in _socket_map(server).values() if hasattr(d, "pull_trigger"))
 
 
 def connection_limit(wanted: int) -> int:

@@ -38,6 +38,8 @@ class Metrics:
         self._latency_sum: dict[tuple[str, str], float] = defaultdict(float)
         self._prompt_tokens: dict[str, int] = defaultdict(int)
         self._generated_tokens: dict[str, int] = defaultdict(int)
+        # The state directory (contexts.py): restores, their seconds, lease conflicts, writes.
+        self._fleet: dict[str, float] = defaultdict(float)
 
     def request(self, route: str, status: int, seconds: float, method: str = "GET") -> None:
         """One finished request: `route` is the URI template it matched (not the raw path)."""
@@ -54,8 +56,51 @@ class Metrics:
             self._prompt_tokens[model] += prompt
             self._generated_tokens[model] += generated
 
-    def render(self, kv_stats: Mapping[str, Mapping[str, Any]]) -> str:
-        """The exposition text, with KV page gauges from `kv_stats` (model name -> kv_stats())."""
+    def restored(self, seconds: float) -> None:
+        """A context restored from the state directory, in `seconds`."""
+        with self._lock:
+            self._fleet["contexts_restored"] += 1
+            self._fleet["restore_seconds"] += seconds
+
+    def lease_conflict(self) -> None:
+        """A request refused because another replica holds its context's lease."""
+        with self._lock:
+            self._fleet["lease_conflicts"] += 1
+
+    def handed_over(self) -> None:
+        """A context let go because another replica asked for it."""
+        with self._lock:
+            self._fleet["handed_over"] += 1
+
+    def snapshot_written(self, seconds: float, n_tokens: int) -> None:
+        """A context written to the state directory: `n_tokens` long, in `seconds`."""
+        with self._lock:
+            self._fleet["snapshots_written"] += 1
+            self._fleet["snapshot_seconds"] += seconds
+            self._fleet["snapshot_tokens"] += n_tokens
+
+    def fleet(self) -> dict[str, float]:
+        """The state directory's counters (names as in /llamay/v1/stats' "replica")."""
+        names = (
+            "contexts_restored",
+            "restore_seconds",
+            "lease_conflicts",
+            "handed_over",
+            "snapshots_written",
+            "snapshot_seconds",
+            "snapshot_tokens",
+        )
+        with self._lock:
+            return {name: self._fleet.get(name, 0) for name in names}
+
+    def render(
+        self,
+        kv_stats: Mapping[str, Mapping[str, Any]],
+        replica: Mapping[str, Any] | None = None,
+    ) -> str:
+        """The exposition text, with KV page gauges from `kv_stats` (model name -> kv_stats())
+        and the replica's contexts from `replica` (the registry's stats())."""
+        fleet = self.fleet()
         with self._lock:
             requests = dict(self._requests)
             latency = {key: list(counts) for key, counts in self._latency.items()}
@@ -92,6 +137,7 @@ class Metrics:
             "free, and cached (held by the prefix cache).",
             _page_samples(kv_stats),
         )
+        lines += _fleet_lines(fleet, replica or {})
         return "\n".join(lines) + "\n"
 
 
@@ -118,7 +164,7 @@ class MetricsMiddleware:
             self.metrics.request(route, status, time.perf_counter() - started, req.method)
 
         if resp.stream is not None and not hasattr(resp.stream, "read"):
-            resp.stream = _timed(resp.stream, record)
+            resp.stream = after_stream(resp.stream, record)
         else:
             record()
 
@@ -144,7 +190,8 @@ class _MetricsResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.content_type = CONTENT_TYPE
-        resp.text = self.state.metrics.render(loaded_kv_stats(self.state))
+        replica = self.state.contexts.stats()
+        resp.text = self.state.metrics.render(loaded_kv_stats(self.state), replica)
 
 
 def loaded_kv_stats(state: ServerState) -> dict[str, dict[str, Any]]:
@@ -152,7 +199,8 @@ def loaded_kv_stats(state: ServerState) -> dict[str, dict[str, Any]]:
     return {name: model.kv_stats() for name, model in state.models.loaded_models().items()}
 
 
-def _timed(stream: Iterable[bytes], record: Any) -> Iterator[bytes]:
+def after_stream(stream: Iterable[bytes], record: Any) -> Iterator[bytes]:
+    """`stream`, then `record()` once it is done (or closed early: the client went away)."""
     try:
         yield from stream
     finally:
@@ -169,6 +217,36 @@ def _page_samples(
         yield {"model": model, "state": "used"}, stats["pages_used"]
         yield {"model": model, "state": "free"}, stats["pages_free"]
         yield {"model": model, "state": "cached"}, stats.get("pages_cached", 0)
+
+
+def _fleet_lines(fleet: Mapping[str, float], replica: Mapping[str, Any]) -> list[str]:
+    """The replica's contexts and what the state directory cost it."""
+    series = (
+        ("llamay_contexts_resident", "gauge", "Contexts in this replica's memory.",
+         replica.get("resident_contexts", 0)),
+        ("llamay_contexts_unwritten", "gauge",
+         "Contexts with changes not yet written to the state directory.",
+         replica.get("unwritten_contexts", 0)),
+        ("llamay_contexts_restored_total", "counter",
+         "Contexts restored from the state directory.", fleet["contexts_restored"]),
+        ("llamay_context_restore_seconds_total", "counter",
+         "Seconds spent restoring contexts from the state directory (divide by "
+         "llamay_contexts_restored_total for the mean restore latency).",
+         fleet["restore_seconds"]),
+        ("llamay_lease_conflicts_total", "counter",
+         "Requests refused (409) because another replica held the context's lease.",
+         fleet["lease_conflicts"]),
+        ("llamay_contexts_handed_over_total", "counter",
+         "Contexts let go because another replica asked for them.", fleet["handed_over"]),
+        ("llamay_snapshots_written_total", "counter",
+         "Context snapshots written to the state directory.", fleet["snapshots_written"]),
+        ("llamay_snapshot_write_seconds_total", "counter",
+         "Seconds spent writing context snapshots.", fleet["snapshot_seconds"]),
+    )
+    lines: list[str] = []
+    for name, kind, help_text, value in series:
+        lines += _family(name, kind, help_text, [({}, value)])
+    return lines
 
 
 def _histogram(
@@ -200,6 +278,8 @@ def _family(
 
 
 def _labels(labels: Mapping[str, str]) -> str:
+    if not labels:
+        return ""
     return "{" + ",".join(f'{key}="{_escape(value)}"' for key, value in labels.items()) + "}"
 
 

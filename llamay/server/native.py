@@ -11,19 +11,17 @@ with 409 (forks and snapshots of an idle context wait their turn instead, a mome
 Contexts are a server's memory that clients hold: at most `--max-contexts` are open (429 past
 that), and one no request has used for `--context-ttl` is closed. An uploaded snapshot's pages
 stay private to its context (`?verify=true` recomputes and checks them, and then shares them).
+The contexts live in the server's registry (contexts.py); with `--state-dir` each is also a
+snapshot there after each change, and any replica sharing the directory serves any id.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
-import secrets
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,132 +31,34 @@ from llamay.engine import Model, ranges
 from llamay.errors import LlamayError, SnapshotMismatch
 from llamay.paths import temp_prefix
 from llamay.server import inference, sse
+from llamay.server.contexts import ContextRegistry, Entry
 from llamay.server.ending import stop
 from llamay.server.errors import ApiError, read_json
 from llamay.server.metrics import loaded_kv_stats
 from llamay.server.native_describe import PREFIX, SNAPSHOT_TYPE, describe_routes
 from llamay.server.state import ServerState
 from llamay.server.watch import cancelled_on_disconnect
-from llamay.state import Context
 
-# How often, at most, idle contexts are looked for; what a 429 for too many suggests.
-_REAP_EVERY_S = 5.0
-_RETRY_AFTER_S = 30
 # Room for a snapshot's header, sections and metadata beyond its tokens, logits and pages.
 _SNAPSHOT_OVERHEAD = 64 * 1024
 _CHUNK = 1 << 20
 # The sampling options a generate request may carry, as inference.sampling_kwargs takes them:
-# the engine's parameters (but logprobs, which this API does not give) and stop strings.
-_SAMPLING = (*(name for name in ranges.RANGES if name != "logprobs"), "stop")
+# the engine's parameters (but logprobs, which this API does not give, and lookup, which
+# sampling_kwargs does not take yet) and stop strings.
+_SAMPLING = (*(name for name in ranges.RANGES if name not in ("logprobs", "lookup")), "stop")
 _GENERATE_FIELDS = {*_SAMPLING, "prompt", "stream", "grammar", "json_schema"}
 _CREATE_FIELDS = {"model", "prompt", "messages"}
 
 
-@dataclass
-class Entry:
-    """One context of the API: its id, the model name it was made with, when a request last
-    used it, and whether a generation runs in it (`busy`, under `mutex`, which is only held
-    for a moment: forks and snapshots of an idle context do not refuse each other)."""
-
-    id: str
-    model_name: str
-    context: Context
-    last_used: float = field(default_factory=time.monotonic)
-    busy: bool = False
-    mutex: threading.Lock = field(default_factory=threading.Lock)
-
-    def describe(self) -> dict[str, Any]:
-        return {"id": self.id, "model": self.model_name, "n_tokens": self.context.n_tokens}
-
-
-class ContextRegistry:
-    """The open contexts of a server, by id (thread-safe). At most `limit` at once; one that no
-    request has used for `ttl` seconds is closed (a reaper thread looks every few seconds)."""
-
-    def __init__(self, limit: int, ttl: float) -> None:
-        self._entries: dict[str, Entry] = {}
-        self._lock = threading.Lock()
-        self.limit = limit
-        self.ttl = ttl
-        if math.isfinite(ttl):
-            interval = min(max(ttl / 4, 0.25), _REAP_EVERY_S)
-            threading.Thread(
-                target=self._reap_forever, args=(interval,), name="llamay-contexts", daemon=True
-            ).start()
-
-    def add(self, model_name: str, context: Context) -> Entry:
-        """Registers `context`; 429 (its pages freed) when `limit` are open already."""
-        entry = Entry(f"ctx-{secrets.token_hex(8)}", model_name, context)
-        with self._lock:
-            full = len(self._entries) >= self.limit
-            if not full:
-                self._entries[entry.id] = entry
-        if full:
-            context.close()
-            raise self._full()
-        return entry
-
-    def check_room(self) -> None:
-        """429 when `limit` contexts are open: asked before a context is computed, so that a
-        request past the limit costs nothing (add checks again)."""
-        with self._lock:
-            full = len(self._entries) >= self.limit
-        if full:
-            raise self._full()
-
-    def _full(self) -> ApiError:
-        return ApiError(
-            429,
-            f"{self.limit} contexts are open, the server's limit (--max-contexts): delete "
-            "some, or retry once idle ones expire (--context-ttl)",
-            retry_after=max(1, int(min(self.ttl, _RETRY_AFTER_S))),
-        )
-
-    def get(self, context_id: str) -> Entry:
-        with self._lock:
-            entry = self._entries.get(context_id)
-        if entry is None:
-            raise ApiError(404, f"no context {context_id!r}: list them at GET {PREFIX}/contexts")
-        entry.last_used = time.monotonic()
-        return entry
-
-    def remove(self, context_id: str) -> Entry:
-        with self._lock:
-            entry = self._entries.pop(context_id, None)
-        if entry is None:
-            raise ApiError(404, f"no context {context_id!r}: list them at GET {PREFIX}/contexts")
-        return entry
-
-    def all(self) -> list[Entry]:
-        with self._lock:
-            return list(self._entries.values())
-
-    def expire(self) -> list[str]:
-        """Closes the contexts idle for longer than the TTL (not one a request is using);
-        returns their ids."""
-        cutoff = time.monotonic() - self.ttl
-        expired = []
-        for entry in self.all():
-            with entry.mutex:
-                if entry.busy or entry.last_used > cutoff:
-                    continue
-                entry.busy = True  # nothing may start on it now
-            with self._lock:
-                self._entries.pop(entry.id, None)
-            entry.context.close()
-            expired.append(entry.id)
-        return expired
-
-    def _reap_forever(self, interval: float) -> None:
-        while True:
-            time.sleep(interval)
-            self.expire()
+# The session a request belongs to: a proxy routes by it, so that a session stays on one
+# replica (docs/deploy.md). An answer about a context echoes the request's, or names the
+# context when the request had none; the client sends it with every later request.
+SESSION_HEADER = "X-Llamay-Session"
+_MAX_SESSION_CHARS = 256
 
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
-    registry = state.extras.setdefault(
-        "contexts", ContextRegistry(state.config.max_contexts, state.config.context_ttl)
-    )
+    registry = state.contexts
     app.add_route(f"{PREFIX}/contexts", _Contexts(state, registry))
     app.add_route(f"{PREFIX}/contexts/{{context_id}}", _OneContext(registry))
     app.add_route(f"{PREFIX}/contexts/{{context_id}}/generate", _Generate(state, registry))
@@ -177,7 +77,7 @@ class _Contexts:
         self.registry = registry
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = {"contexts": [entry.describe() for entry in self.registry.all()]}
+        resp.media = {"contexts": self.registry.listing()}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.registry.check_room()
@@ -187,6 +87,7 @@ class _Contexts:
             entry = self._create(read_json(req, self.state.config.max_body_bytes))
         resp.status = falcon.HTTP_201
         resp.set_header("Location", f"{PREFIX}/contexts/{entry.id}")
+        _name_session(req, resp, entry.id)
         resp.media = entry.describe()
 
     def _create(self, body: dict[str, Any]) -> Entry:
@@ -241,7 +142,9 @@ class _OneContext:
         self.registry = registry
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
-        resp.media = self.registry.get(context_id).describe()
+        entry = self.registry.get(context_id)
+        _name_session(req, resp, entry.id)
+        resp.media = entry.describe() | {"persisted_n_tokens": entry.persisted_n_tokens}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
         entry = self.registry.get(context_id)
@@ -260,9 +163,10 @@ class _Fork:
         entry = self.registry.get(context_id)
         with _idle(entry):
             child = entry.context.fork()
-        child = self.registry.add(entry.model_name, child)
+        child = self.registry.add(entry.model_name, child, entry.kind)
         resp.status = falcon.HTTP_201
         resp.set_header("Location", f"{PREFIX}/contexts/{child.id}")
+        _name_session(req, resp, child.id)
         resp.media = child.describe()
 
 
@@ -305,11 +209,13 @@ class _Generate:
         )
         with _idle(entry):
             entry.busy = True
+        _name_session(req, resp, entry.id)
         try:
             generation = model.generate(prompt, context=entry.context, **kwargs)
+            entry.generation = generation
             inference.started([generation])
         except BaseException:
-            _done(entry)
+            self._done(entry)
             raise
         if stream:
             sse.respond(resp, self._events(entry, generation))
@@ -320,7 +226,7 @@ class _Generate:
                     pass
         finally:
             stop(generation)
-            _done(entry)
+            self._done(entry)
         self._count(entry, generation)
         resp.media = {
             "text": generation.text,
@@ -344,7 +250,18 @@ class _Generate:
             yield sse.event({"error": {"message": str(error)}}, "error")
         finally:
             stop(generation)
-            _done(entry)
+            self._done(entry)
+
+    def _done(self, entry: Entry) -> None:
+        """A generation in `entry` has ended: what it changed is written behind (before
+        anything else may run in the context), and the context is idle again."""
+        entry.generation = None
+        try:
+            self.registry.touch(entry)
+        finally:
+            with entry.mutex:
+                entry.busy = False
+                entry.last_used = time.monotonic()
 
     def _count(self, entry: Entry, generation: Any) -> None:
         self.state.count_tokens(entry.context.model, generation.n_prompt, generation.n_generated)
@@ -359,7 +276,8 @@ class _Stats:
         models = loaded_kv_stats(self.state)
         for name, stats in models.items():
             stats["contexts"] = sum(e.model_name == name for e in self.registry.all())
-        resp.media = {"models": models, "memory": self.state.models.memory()}
+        replica = self.registry.stats() | self.state.metrics.fleet()
+        resp.media = {"models": models, "memory": self.state.models.memory(), "replica": replica}
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -378,11 +296,12 @@ def _idle(entry: Entry) -> Iterator[Entry]:
         entry.last_used = time.monotonic()
 
 
-def _done(entry: Entry) -> None:
-    """A generation in `entry` has ended: it is idle again."""
-    with entry.mutex:
-        entry.busy = False
-        entry.last_used = time.monotonic()
+def _name_session(req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
+    given = req.get_header(SESSION_HEADER)
+    if given and len(given) <= _MAX_SESSION_CHARS and given.isprintable():
+        resp.set_header(SESSION_HEADER, given)
+    else:
+        resp.set_header(SESSION_HEADER, context_id)
 
 
 def _refuse_unknown(body: dict[str, Any], known: set[str]) -> None:

@@ -11,7 +11,8 @@ SNAPSHOT_TYPE = "application/octet-stream"  # a snapshot file, up or down
 _ERRORS = {
     400: "bad request",
     404: "unknown model or context",
-    409: "the context is busy",
+    409: "the context is busy (here, or held by another replica), or was made by other "
+    "weights than this replica's",
     429: "too many open contexts (Retry-After)",
     503: "busy: the KV cache or the memory budget is full (Retry-After)",
 }
@@ -21,6 +22,8 @@ _CONTEXT = {
         "id": {"type": "string"},
         "model": {"type": "string"},
         "n_tokens": {"type": "integer"},
+        # GET of one context: its length in --state-dir (null without one)
+        "persisted_n_tokens": {"type": ["integer", "null"]},
     },
     "required": ["id", "model", "n_tokens"],
 }

@@ -8,20 +8,24 @@ from typing import Any
 
 from llamay.engine import Model
 from llamay.server.config import ServerConfig
+from llamay.server.contexts import ContextRegistry
 from llamay.server.metrics import Metrics
 from llamay.server.models import ModelManager
 
 
 @dataclass
 class ServerState:
-    """The server's config, its loaded models, its metrics, when it started; `extras` holds what
-    one family keeps for itself (the native API's open contexts, under "contexts")."""
+    """The server's config, its loaded models, its metrics, the contexts every API keeps on
+    the server (contexts.py), when it started; `extras` holds what one family keeps for itself.
+    `draining`: SIGTERM came (listen.py); /ready answers 503 from then on."""
 
     config: ServerConfig
     models: ModelManager
     metrics: Metrics
+    contexts: ContextRegistry
     started_at: float = field(default_factory=time.time)
     extras: dict[str, Any] = field(default_factory=dict)
+    draining: bool = False
 
     def count_tokens(self, model: Model, prompt: int, generated: int) -> None:
         """Tokens a request evaluated and generated on `model`, counted under its resolved
