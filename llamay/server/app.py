@@ -75,8 +75,10 @@ def create_app(config: ServerConfig | None = None) -> falcon.App:
             "type": "object",
             "properties": {"status": {"type": "string"}, "replica": {"type": "string"}},
         },
-        errors={503: "not ready: draining, the state directory takes no write, or an alias "
-                "resolves to no model"},
+        errors={
+            503: "not ready: draining, the state directory takes no write, or an alias "
+            "resolves to no model"
+        },
     )
     for family in FAMILIES:
         family.add_routes(app, state)

@@ -222,26 +222,55 @@ def _page_samples(
 def _fleet_lines(fleet: Mapping[str, float], replica: Mapping[str, Any]) -> list[str]:
     """The replica's contexts and what the state directory cost it."""
     series = (
-        ("llamay_contexts_resident", "gauge", "Contexts in this replica's memory.",
-         replica.get("resident_contexts", 0)),
-        ("llamay_contexts_unwritten", "gauge",
-         "Contexts with changes not yet written to the state directory.",
-         replica.get("unwritten_contexts", 0)),
-        ("llamay_contexts_restored_total", "counter",
-         "Contexts restored from the state directory.", fleet["contexts_restored"]),
-        ("llamay_context_restore_seconds_total", "counter",
-         "Seconds spent restoring contexts from the state directory (divide by "
-         "llamay_contexts_restored_total for the mean restore latency).",
-         fleet["restore_seconds"]),
-        ("llamay_lease_conflicts_total", "counter",
-         "Requests refused (409) because another replica held the context's lease.",
-         fleet["lease_conflicts"]),
-        ("llamay_contexts_handed_over_total", "counter",
-         "Contexts let go because another replica asked for them.", fleet["handed_over"]),
-        ("llamay_snapshots_written_total", "counter",
-         "Context snapshots written to the state directory.", fleet["snapshots_written"]),
-        ("llamay_snapshot_write_seconds_total", "counter",
-         "Seconds spent writing context snapshots.", fleet["snapshot_seconds"]),
+        (
+            "llamay_contexts_resident",
+            "gauge",
+            "Contexts in this replica's memory.",
+            replica.get("resident_contexts", 0),
+        ),
+        (
+            "llamay_contexts_unwritten",
+            "gauge",
+            "Contexts with changes not yet written to the state directory.",
+            replica.get("unwritten_contexts", 0),
+        ),
+        (
+            "llamay_contexts_restored_total",
+            "counter",
+            "Contexts restored from the state directory.",
+            fleet["contexts_restored"],
+        ),
+        (
+            "llamay_context_restore_seconds_total",
+            "counter",
+            "Seconds spent restoring contexts from the state directory (divide by "
+            "llamay_contexts_restored_total for the mean restore latency).",
+            fleet["restore_seconds"],
+        ),
+        (
+            "llamay_lease_conflicts_total",
+            "counter",
+            "Requests refused (409) because another replica held the context's lease.",
+            fleet["lease_conflicts"],
+        ),
+        (
+            "llamay_contexts_handed_over_total",
+            "counter",
+            "Contexts let go because another replica asked for them.",
+            fleet["handed_over"],
+        ),
+        (
+            "llamay_snapshots_written_total",
+            "counter",
+            "Context snapshots written to the state directory.",
+            fleet["snapshots_written"],
+        ),
+        (
+            "llamay_snapshot_write_seconds_total",
+            "counter",
+            "Seconds spent writing context snapshots.",
+            fleet["snapshot_seconds"],
+        ),
     )
     lines: list[str] = []
     for name, kind, help_text, value in series:

@@ -211,7 +211,9 @@ class StateDir:
         if not isinstance(record.get("model"), str) or not isinstance(
             record.get("fingerprint"), str
         ):
-            raise LlamayError(f"{folder / MANIFEST}: not a context manifest (no model, fingerprint)")
+            raise LlamayError(
+                f"{folder / MANIFEST}: not a context manifest (no model, fingerprint)"
+            )
         return record
 
     def delete(self, context_id: str) -> None:

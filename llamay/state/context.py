@@ -205,19 +205,26 @@ class Context:
                 computed.feed(self._tokens)
             # positions past the last token may hold stale KV (a rewind keeps its partial page)
             storage, layout, p = self._cache.storage, self._cache.layout, self._cache.page_tokens
-            same = all(
-                np.array_equal(
-                    layout.positions(storage.read(int(a)), min(p, self.n_tokens - i * p)),
-                    layout.positions(storage.read(int(b)), min(p, self.n_tokens - i * p)),
-                )
-                for i, (a, b) in enumerate(zip(self._pages.ids, computed._pages.ids, strict=True))
+            differ = next(
+                (
+                    f"page {i}"
+                    for i, (a, b) in enumerate(
+                        zip(self._pages.ids, computed._pages.ids, strict=True)
+                    )
+                    if not np.array_equal(
+                        layout.positions(storage.read(int(a)), min(p, self.n_tokens - i * p)),
+                        layout.positions(storage.read(int(b)), min(p, self.n_tokens - i * p)),
+                    )
+                ),
+                None,
             )
-            if self._logits is not None and computed._logits is not None:
-                same = same and computed._logits.tobytes() == self._logits.tobytes()
-            if not same:
+            ours, theirs = self._logits, computed._logits
+            if differ is None and ours is not None and theirs is not None:
+                differ = None if ours.tobytes() == theirs.tobytes() else "the logits"
+            if differ is not None:
                 raise SnapshotCorrupt(
-                    f"{path}: the snapshot's KV or logits are not what its tokens compute "
-                    "on this model: it was altered, or written by another kernel build"
+                    f"{path}: {differ}: not what these weights compute from the snapshot's "
+                    "tokens: it was altered, or written by another kernel build"
                 )
         except BaseException:
             computed.close()

@@ -168,12 +168,15 @@ def test_kill_9_loses_nothing_persisted(fleet: Fleet, sampling: dict) -> None:
 def _stream(fleet: Fleet, context_id: str, started: threading.Event, out: dict) -> None:
     """A streamed generation through nginx: its tokens and how it ended, or its error."""
     try:
-        with httpx.Client(base_url=fleet.nginx.url, timeout=60) as client, client.stream(
-            "POST",
-            f"{CONTEXTS}/{context_id}/generate",
-            json={"max_tokens": 160, "temperature": 0, "stream": True},
-            headers=fleet.headers(context_id),
-        ) as answer:
+        with (
+            httpx.Client(base_url=fleet.nginx.url, timeout=60) as client,
+            client.stream(
+                "POST",
+                f"{CONTEXTS}/{context_id}/generate",
+                json={"max_tokens": 160, "temperature": 0, "stream": True},
+                headers=fleet.headers(context_id),
+            ) as answer,
+        ):
             out["status"] = answer.status_code
             out["replica"] = answer.headers.get(REPLICA)
             tokens, event = [], None
@@ -252,7 +255,9 @@ def test_other_weights_behind_the_same_name_refuse_the_context(fleet: Fleet, tmp
     fleet.generate(context_id, **GREEDY)
     fleet.persisted(context_id)
     other = write_tiny(tmp_path / "models" / "other.gguf", "llama", n_layer=2, seed=99)
-    impostor = Replica("impostor", free_port(), other, fleet.replicas[0].state_dir, tmp_path / "home")
+    impostor = Replica(
+        "impostor", free_port(), other, fleet.replicas[0].state_dir, tmp_path / "home"
+    )
     impostor.start()
     try:
         answer = httpx.post(
@@ -262,6 +267,8 @@ def test_other_weights_behind_the_same_name_refuse_the_context(fleet: Fleet, tmp
         message = answer.json()["error"]["message"]
         assert "other weights" in message and "'tiny'" in message and context_id in message
         # Refused without taking the context: its replica still serves it.
-        assert fleet.generate(context_id, max_tokens=2, **GREEDY).json()["n_tokens"] == n_prompt + 14
+        assert (
+            fleet.generate(context_id, max_tokens=2, **GREEDY).json()["n_tokens"] == n_prompt + 14
+        )
     finally:
         impostor.stop()

@@ -96,13 +96,12 @@ def test_routes_take_their_path_parameters(app):
 
 
 def test_a_description_without_a_route_is_left_out():
-    import falcon
 
     class Hello:
         def on_get(self, req, resp):
             resp.media = {}
 
-    app = falcon.App()
+    app = openapi.RoutedApp()
     app.add_route("/hello/{name:int}", Hello())
     openapi.add_routes(app, None)
     document = openapi.document(app)

@@ -222,7 +222,7 @@ def test_verify_recomputes_and_trusts_only_what_the_tokens_compute(model, saved,
     good.close()
     poison(saved)
     fresh = load()
-    with pytest.raises(SnapshotCorrupt, match="not what its tokens compute"):
+    with pytest.raises(SnapshotCorrupt, match="not what these weights compute"):
         fresh.restore(saved, verify=True)
     # what is left is the recompute's two full pages, the model's own work, in the prefix tree
     stats = fresh.kv_stats()
@@ -311,7 +311,7 @@ def cold_logits(tokens: list[int]) -> np.ndarray:
 def test_a_restored_snapshots_pages_never_reach_other_contexts(tmp_path):
     model = load()
     path = forged(model, tmp_path)
-    model.prefix_tree.clear()
+    model.kv_cache.clear_prefix_cache()
     restored = model.restore(path)
     assert restored.tokens == TOKENS and not restored.trusted
     assert model.kv_stats()["pages_cached"] == 0
@@ -329,23 +329,23 @@ def test_a_restored_snapshots_pages_never_reach_other_contexts(tmp_path):
 
 def test_a_verified_restore_recomputes_and_then_shares(model, saved):
     before = model.kv_stats()
-    model.prefix_tree.clear()
+    model.kv_cache.clear_prefix_cache()
     ctx = model.restore(saved, verify=True)
     assert ctx.trusted and ctx.tokens == TOKENS
     assert np.array_equal(ctx.logits(), cold_logits(TOKENS))
     assert model.kv_stats()["pages_cached"] == len(TOKENS) // model.page_tokens
     ctx.close()
-    model.prefix_tree.clear()
+    model.kv_cache.clear_prefix_cache()
     assert model.kv_stats()["pages_used"] == before["pages_used"] - before["pages_cached"]
 
 
 def test_a_verified_restore_refuses_a_forged_snapshot_keeping_nothing(tmp_path):
     model = load()
     path = forged(model, tmp_path)
-    model.prefix_tree.clear()
+    model.kv_cache.clear_prefix_cache()
     with pytest.raises(SnapshotCorrupt, match="page 0: not what these weights compute"):
         model.restore(path, verify=True)
-    model.prefix_tree.clear()
+    model.kv_cache.clear_prefix_cache()
     assert model.kv_stats()["pages_used"] == 0
     # Forged logits alone (the pages left true) are caught too.
     genuine = tmp_path / "genuine.kv"
@@ -370,7 +370,7 @@ def test_non_finite_values_are_refused(model, saved, section):
         values[5] = np.inf
     saved.write_bytes(rebuilt(data, **{section: values.tobytes()}))
     before = model.kv_stats()["pages_used"]
-    with pytest.raises(SnapshotCorrupt, match="NaN or infinite"):
+    with pytest.raises(SnapshotCorrupt, match="non-finite"):
         model.restore(saved)
     assert model.kv_stats()["pages_used"] == before
 
