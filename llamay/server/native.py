@@ -58,7 +58,8 @@ _CREATE_FIELDS = {"model", "prompt", "messages"}
 class Entry:
     """One context of the API: its id, the model name it was made with, when a request last
     used it, and whether a generation runs in it (`busy`, under `mutex`, which is only held
-    for a moment: forks and snapshots of an idle context do not refuse each other)."""
+    for a moment: forks and snapshots of an idle context do not refuse each other). `meta` is
+    what another API keeps with a context it made (responses.py: a stored response)."""
 
     id: str
     model_name: str
@@ -66,6 +67,7 @@ class Entry:
     last_used: float = field(default_factory=time.monotonic)
     busy: bool = False
     mutex: threading.Lock = field(default_factory=threading.Lock)
+    meta: Any = None
 
     def describe(self) -> dict[str, Any]:
         return {"id": self.id, "model": self.model_name, "n_tokens": self.context.n_tokens}
@@ -86,10 +88,16 @@ class ContextRegistry:
                 target=self._reap_forever, args=(interval,), name="llamay-contexts", daemon=True
             ).start()
 
-    def add(self, model_name: str, context: Context) -> Entry:
-        """Registers `context`; 429 (its pages freed) when `limit` are open already."""
-        entry = Entry(f"ctx-{secrets.token_hex(8)}", model_name, context)
+    def add(
+        self, model_name: str, context: Context, entry_id: str | None = None, meta: Any = None
+    ) -> Entry:
+        """Registers `context` (under `entry_id`, if another API names its contexts itself);
+        429 (its pages freed) when `limit` are open already, 409 when `entry_id` is taken."""
+        entry = Entry(entry_id or f"ctx-{secrets.token_hex(8)}", model_name, context, meta=meta)
         with self._lock:
+            if entry.id in self._entries:
+                context.close()
+                raise ApiError(409, f"context {entry.id} is open already")
             full = len(self._entries) >= self.limit
             if not full:
                 self._entries[entry.id] = entry
@@ -376,6 +384,12 @@ def _idle(entry: Entry) -> Iterator[Entry]:
             )
         yield entry
         entry.last_used = time.monotonic()
+
+
+def fork_idle(entry: Entry) -> Context:
+    """A fork of `entry`'s context, taken while no generation runs in it (409 while one does)."""
+    with _idle(entry):
+        return entry.context.fork()
 
 
 def _done(entry: Entry) -> None:
