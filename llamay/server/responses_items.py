@@ -95,7 +95,7 @@ def read_request(body: Mapping[str, Any], *, need_input: bool = True) -> Request
         named=named,
         text_format=_text_format(body.get("text")),
         sampling={
-            "max_tokens": body.get("max_output_tokens"),
+            "max_tokens": _max_output_tokens(body.get("max_output_tokens")),
             "temperature": body.get("temperature"),
             "top_p": body.get("top_p"),
             "seed": body.get("seed"),
@@ -301,6 +301,15 @@ def _flag(body: Mapping[str, Any], name: str, default: bool) -> bool:
         return default
     if not isinstance(value, bool):
         raise ApiError(400, f"{name} must be true or false", name)
+    return value
+
+
+def _max_output_tokens(value: Any) -> Any:
+    """At least one token (the range table allows 0, which completions' echo scoring uses)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+        raise ApiError(
+            400, f"max_output_tokens must be at least 1, not {value}", "max_output_tokens"
+        )
     return value
 
 
