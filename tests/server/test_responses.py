@@ -329,6 +329,7 @@ def test_stored_responses_expire_like_contexts(launch, tmp_path_factory):
     running = launch(home, "--context-ttl", "2s")
     client = openai.OpenAI(base_url=running.url("/v1"), api_key="unused", max_retries=0)
     response = greedy(client, input="Hello.")
+
     def listed():  # listing uses no context (a GET of the one would keep it alive)
         contexts = httpx.get(running.url("/llamay/v1/contexts")).json()["contexts"]
         return response.id in {context["id"] for context in contexts}
