@@ -48,8 +48,9 @@ _RETRY_AFTER_S = 30
 _SNAPSHOT_OVERHEAD = 64 * 1024
 _CHUNK = 1 << 20
 # The sampling options a generate request may carry, as inference.sampling_kwargs takes them:
-# the engine's parameters (but logprobs, which this API does not give) and stop strings.
-_SAMPLING = (*(name for name in ranges.RANGES if name != "logprobs"), "stop")
+# the engine's parameters (but logprobs, which this API does not give, and lookup, which is
+# the server's choice, not a request's) and stop strings.
+_SAMPLING = (*(name for name in ranges.RANGES if name not in ("logprobs", "lookup")), "stop")
 _GENERATE_FIELDS = {*_SAMPLING, "prompt", "stream", "grammar", "json_schema"}
 _CREATE_FIELDS = {"model", "prompt", "messages"}
 
