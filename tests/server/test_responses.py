@@ -395,3 +395,31 @@ def test_an_openai_agents_tool_loop(server, chained):
     assert second.usage.input_tokens > first.usage.input_tokens
     if chained:  # previous_response_id: the first turn's prompt came from its context
         assert second.usage.input_tokens_details.cached_tokens >= first.usage.input_tokens
+
+
+def test_a_streamed_continuation_answers_as_one_sent_whole(client):
+    first = greedy(client, input="Name a month.")
+    with client.responses.stream(
+        model=MODEL,
+        previous_response_id=first.id,
+        input="And the next one?",
+        temperature=0,
+        max_output_tokens=12,
+    ) as stream:
+        events = list(stream)
+    final = events[-1].response
+    assert events[-1].type in ("response.completed", "response.incomplete")
+    assert final.usage.input_tokens_details.cached_tokens >= first.usage.input_tokens
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == final.output_text
+    assert client.responses.retrieve(final.id).output_text == text
+    whole = greedy(
+        client,
+        input=[
+            {"role": "user", "content": "Name a month."},
+            {"role": "assistant", "content": first.output_text},
+            {"role": "user", "content": "And the next one?"},
+        ],
+        store=False,
+    )
+    assert whole.output_text == text
