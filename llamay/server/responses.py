@@ -370,7 +370,8 @@ class _Run:
         generated = self.generation.n_generated
         return {
             "input_tokens": self.n_prompt,
-            "input_tokens_details": {"cached_tokens": self.cached},
+            # cached: the prompt tokens the previous response's context held already
+            "input_tokens_details": {"cached_tokens": self.cached, "cache_write_tokens": 0},
             "output_tokens": generated,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": self.n_prompt + generated,
