@@ -76,6 +76,8 @@ class Entry:
     persisted_n_tokens: int | None = None
     removed: bool = False
     persist_lock: threading.Lock = field(default_factory=threading.Lock)
+    # what another API keeps with a context it made (responses_store.py: a stored response)
+    meta: Any = None
 
     def describe(self) -> dict[str, Any]:
         return {"id": self.id, "model": self.model_name, "n_tokens": self.context.n_tokens}
@@ -127,10 +129,25 @@ class ContextRegistry:
 
     # --- the verbs -------------------------------------------------------------------------------
 
-    def add(self, model_name: str, context: Context, kind: str = "context") -> Entry:
-        """Registers `context` under a new opaque id (and writes it to the state directory,
-        behind); 429 (its pages freed) when `limit` are resident and none can be let go."""
-        entry = Entry(f"ctx-{secrets.token_hex(8)}", model_name, context, kind)
+    def add(
+        self,
+        model_name: str,
+        context: Context,
+        kind: str = "context",
+        *,
+        entry_id: str | None = None,
+        meta: Any = None,
+    ) -> Entry:
+        """Registers `context` under a new opaque id, or `entry_id` where another API names its
+        contexts itself (and writes it to the state directory, behind); 429 (its pages freed)
+        when `limit` are resident and none can be let go, 409 when `entry_id` is taken."""
+        entry = Entry(entry_id or f"ctx-{secrets.token_hex(8)}", model_name, context, kind)
+        entry.meta = meta
+        with self._lock:
+            taken = entry.id in self._entries
+        if taken:
+            context.close()
+            raise ApiError(409, f"context {entry.id} is open already")
         try:
             if self.store is not None:
                 self.store.acquire(entry.id)  # a new id: nobody else holds it

@@ -38,6 +38,7 @@ from llamay.server.metrics import loaded_kv_stats
 from llamay.server.native_describe import PREFIX, SNAPSHOT_TYPE, describe_routes
 from llamay.server.state import ServerState
 from llamay.server.watch import cancelled_on_disconnect
+from llamay.state import Context
 
 # Room for a snapshot's header, sections and metadata beyond its tokens, logits and pages.
 _SNAPSHOT_OVERHEAD = 64 * 1024
@@ -294,6 +295,12 @@ def _idle(entry: Entry) -> Iterator[Entry]:
             )
         yield entry
         entry.last_used = time.monotonic()
+
+
+def fork_idle(entry: Entry) -> Context:
+    """A fork of `entry`'s context, taken while no generation runs in it (409 while one does)."""
+    with _idle(entry):
+        return entry.context.fork()
 
 
 def _name_session(req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
