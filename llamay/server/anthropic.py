@@ -112,11 +112,26 @@ class _Request:
         self.tools = _tools(body.get("tools"))
         self.choice, self.named = _tool_choice(body.get("tool_choice"), self.tools)
         conversation = _system(body.get("system")) + [m for raw in messages for m in _message(raw)]
+        self.prefill = inference.prefill_of(conversation)
+        self.thinking = _thinking(body.get("thinking"))
+        variables = {} if self.thinking is None else {"enable_thinking": self.thinking}
         self.prompt = inference.chat_prompt(
             self.model,
             conversation,
             tools=self.tools if self.choice != "none" else None,
+            template_kwargs=variables,
         )
+
+
+def _thinking(value: Any) -> bool | None:
+    """`thinking` ({"type": "enabled", "budget_tokens": N} or {"type": "disabled"}) as the
+    template's enable_thinking; None when the request leaves it to the template."""
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, Mapping) else None
+    if kind not in ("enabled", "disabled", "adaptive"):
+        raise ApiError(400, "thinking: type must be enabled, disabled or adaptive")
+    return kind != "disabled"
 
 
 class _Messages:
@@ -131,8 +146,19 @@ class _Messages:
             return
         request = _Request(self.state, body, generating=True)
         tools = request.tools if request.choice != "none" else None
+        parallel = not (
+            isinstance(body.get("tool_choice"), Mapping)
+            and body["tool_choice"].get("disable_parallel_tool_use")
+        )
         grammar = (
-            inference.tool_grammar(tools, request.choice, request.named)
+            inference.tool_grammar(
+                request.model,
+                tools,
+                request.choice,
+                request.named,
+                parallel=parallel,
+                prefill=request.prefill,
+            )
             if tools
             else _format_grammar(body.get("output_config"))
         )
@@ -147,7 +173,14 @@ class _Messages:
             grammar=grammar,
         )
         [generation] = inference.start(request.model, request.prompt, 1, kwargs)
-        reply = _Reply(self.state, request, generation, kwargs.get("stop", []), tools)
+        answer = inference.answer(
+            request.model,
+            request.prompt,
+            tools,
+            request.prefill,
+            reasoning=request.thinking is not False,
+        )
+        reply = _Reply(self.state, request, generation, kwargs.get("stop", []), answer)
         if body.get("stream"):
             sse.respond(resp, reply.stream(), lambda: inference.release([generation]))
         else:
@@ -232,32 +265,20 @@ class _CountTokens:
 
 
 class _Reply:
-    """One assistant message, collected or streamed."""
+    """One assistant message, collected or streamed: the generation read by its Answer
+    (answer.py) into thinking, text and tool_use blocks, in that order."""
 
-    def __init__(self, state, request, generation, stop, tools) -> None:
+    def __init__(self, state, request, generation, stop, answer) -> None:
         self.state = state
         self.request = request
         self.generation = generation
         self.stop = stop
-        self.tools = tools
+        self.answer = answer
         self.id = f"msg_{secrets.token_hex(12)}"
 
-    def _call(self) -> dict[str, Any] | None:
-        if not self.tools:
-            return None
-        call = inference.parse_tool_call(self.generation.text, self.tools)
-        if call is None:
-            return None
-        return {
-            "type": "tool_use",
-            "id": f"toolu_{secrets.token_hex(12)}",
-            "name": call["name"],
-            "input": call["arguments"],
-        }
-
-    def _stop(self, call: Any) -> tuple[str, str | None]:
+    def _stop(self) -> tuple[str, str | None]:
         outcome = inference.Outcome.of(self.request.model, self.generation, self.stop)
-        if call:
+        if self.answer.calls:
             return "tool_use", None
         if outcome.stop_sequence is not None:
             return "stop_sequence", outcome.stop_sequence
@@ -287,59 +308,37 @@ class _Reply:
         }
 
     def collect(self) -> dict[str, Any]:
-        for _ in inference.interleave([self.generation]):
-            pass
-        call = self._call()
-        content = [call] if call else [{"type": "text", "text": self.generation.text}]
-        return self._message(content, *self._stop(call), self._usage())
+        for _, piece in inference.interleave([self.generation]):
+            self.answer.feed(piece)
+        self.answer.finish()
+        answer = self.answer
+        content: list[dict[str, Any]] = []
+        if answer.reasoning:
+            content.append({"type": "thinking", "thinking": answer.reasoning, "signature": ""})
+        if answer.text.strip() or not answer.calls:
+            text = answer.text.strip() if answer.calls else answer.text
+            content.append({"type": "text", "text": text})
+        content += [_tool_use(call) for call in answer.calls]
+        return self._message(content, *self._stop(), self._usage())
 
     def stream(self) -> Iterator[bytes]:
-        """message_start, content_block_start, ping, content_block_delta..., content_block_stop,
-        message_delta (stop reason, cumulative usage), message_stop. An answer that may be a
-        tool call is held until it is known; a call is one tool_use block whose input arrives
-        as an input_json_delta."""
+        """message_start, then for each block content_block_start, its deltas (thinking_delta,
+        text_delta, or a tool_use block's input as one input_json_delta once the call is
+        complete), content_block_stop; message_delta (stop reason, cumulative usage),
+        message_stop."""
         pieces = inference.interleave([self.generation])
         n_prompt = len(self.request.prompt)
+        blocks = _Blocks()
         try:
             start = self._message([], None, None, {"input_tokens": n_prompt, "output_tokens": 0})
             yield sse.event({"type": "message_start", "message": start}, "message_start")
-            holding = bool(self.tools)
-            held = ""
-            if not holding:
-                yield from _text_block_start()
             for _, piece in pieces:
-                if holding:
-                    held += piece.text
-                    stripped = held.lstrip()
-                    if self.request.choice != "auto" or not stripped or stripped.startswith("{"):
-                        continue
-                    holding = False  # text, not a call: send what was held
-                    yield from _text_block_start()
-                    yield _text_delta(held)
-                elif piece.text:
-                    yield _text_delta(piece.text)
-            call = self._call() if holding else None
-            if call:
-                block = {**call, "input": {}}
-                yield sse.event(
-                    {"type": "content_block_start", "index": 0, "content_block": block},
-                    "content_block_start",
-                )
-                yield sse.event({"type": "ping"}, "ping")
-                delta = {
-                    "type": "input_json_delta",
-                    "partial_json": json.dumps(call["input"], ensure_ascii=False),
-                }
-                yield sse.event(
-                    {"type": "content_block_delta", "index": 0, "delta": delta},
-                    "content_block_delta",
-                )
-            elif holding:
-                yield from _text_block_start()
-                if held:
-                    yield _text_delta(held)
-            yield sse.event({"type": "content_block_stop", "index": 0}, "content_block_stop")
-            stop_reason, stop_sequence = self._stop(call)
+                for event in self.answer.feed(piece):
+                    yield from blocks.event(event)
+            for event in self.answer.finish():
+                yield from blocks.event(event)
+            yield from blocks.close(final=True)
+            stop_reason, stop_sequence = self._stop()
             yield sse.event(
                 {
                     "type": "message_delta",
@@ -353,6 +352,64 @@ class _Reply:
             yield sse.event(error_body("anthropic", from_exception(error)), "error")
         finally:
             pieces.close()
+
+
+def _tool_use(call: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": f"toolu_{call.id}", "name": call.name, "input": call.arguments}
+
+
+class _Blocks:
+    """The content blocks of a streamed message: a block opens when an event of another kind
+    arrives (thinking, text, one tool_use per call) and closes when the next opens."""
+
+    def __init__(self) -> None:
+        self.index = -1
+        self.kind: str | None = None
+
+    def _open(self, block: dict[str, Any]) -> Iterator[bytes]:
+        yield from self.close()
+        self.index += 1
+        self.kind = block["type"]
+        yield sse.event(
+            {"type": "content_block_start", "index": self.index, "content_block": block},
+            "content_block_start",
+        )
+        if self.index == 0:
+            yield sse.event({"type": "ping"}, "ping")
+
+    def _delta(self, delta: dict[str, Any]) -> bytes:
+        return sse.event(
+            {"type": "content_block_delta", "index": self.index, "delta": delta},
+            "content_block_delta",
+        )
+
+    def close(self, final: bool = False) -> Iterator[bytes]:
+        if final and self.kind is None:  # an empty answer is one empty text block
+            yield from self._open({"type": "text", "text": ""})
+        if self.kind is not None:
+            if self.kind == "thinking":
+                yield self._delta({"type": "signature_delta", "signature": ""})
+            yield sse.event(
+                {"type": "content_block_stop", "index": self.index}, "content_block_stop"
+            )
+            self.kind = None
+
+    def event(self, event: Any) -> Iterator[bytes]:
+        if event.kind == "reasoning":
+            if self.kind != "thinking":
+                yield from self._open({"type": "thinking", "thinking": "", "signature": ""})
+            yield self._delta({"type": "thinking_delta", "thinking": event.text})
+        elif event.kind == "text":
+            if self.kind != "text":
+                if not event.text.strip():
+                    return  # no block for the blank lines between blocks
+                yield from self._open({"type": "text", "text": ""})
+            yield self._delta({"type": "text_delta", "text": event.text})
+        else:
+            yield from self._open({**_tool_use(event.call), "input": {}})
+            yield self._delta(
+                {"type": "input_json_delta", "partial_json": event.call.arguments_json}
+            )
 
 
 def _text_block_start() -> Iterator[bytes]:
@@ -408,6 +465,8 @@ def _message(raw: Any) -> list[dict[str, Any]]:
         kind = block.get("type") if isinstance(block, Mapping) else None
         if kind == "text":
             texts.append(str(block.get("text", "")))
+        elif kind in ("thinking", "redacted_thinking") and role == "assistant":
+            continue  # earlier reasoning is not part of the prompt (templates drop it too)
         elif kind == "tool_use" and role == "assistant":
             arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
             function = {"name": block.get("name"), "arguments": arguments}

@@ -9,16 +9,11 @@ A family route reads its own request shape and calls, in order:
 4. `interleave(generations)` -> (choice index, Piece) in the order they are made, for streaming
    or collecting; `Outcome.of(...)` -> what each choice ended with.
 
-Tool calls. Templates that take a `tools` argument get the tool definitions there; for the
-others (Gemma's among them) the definitions go into the system message, with the instruction
-to answer a call as one JSON object `{"name": ..., "arguments": {...}}`. That object is the
-tool-call format in both cases. With tool_choice "required" or a named tool the output is
-constrained by a grammar to such an object whose arguments follow the tool's JSON schema. With
-"auto" the model chooses: the grammar admits either a tool-call object or free text that does
-not start with "{" — the choice is made by the first character, which is what a lazy grammar
-triggered at the start of the answer does (llama.cpp triggers on a marker instead; these
-templates have none). An answer that is a tool call parses into `tool_calls`; any other answer
-is text.
+Tool calls follow the template's own convention (toolcalls.py: Hermes `<tool_call>`, Llama 3
+JSON, Mistral `[TOOL_CALLS]`, Harmony, or bare JSON for templates that know no tools, whose
+definitions then go into the system message). Under "auto" the answer is free until the
+format's opening marker, then held to calls by a lazy grammar. `answer(...)` reads a
+generation's pieces into text, reasoning and calls (answer.py), the same for every family.
 """
 
 from __future__ import annotations
@@ -34,7 +29,9 @@ from llamay.engine import Model, ranges
 from llamay.engine.generate import chat_prompt_ids
 from llamay.errors import ContextOverflow
 from llamay.grammar import Grammar
+from llamay.server.answer import THINK, Answer, opens_thinking, reasoning_of
 from llamay.server.errors import ApiError
+from llamay.server.toolcalls import call_grammar, format_of, function_of
 
 # The most choices one request may ask for (each one is a sequence in the batch).
 MAX_CHOICES = 16
@@ -48,13 +45,6 @@ _TOOL_INSTRUCTIONS = (
     "Otherwise answer normally."
 )
 
-# The answer under tool_choice "auto": the tool-call object (the schema grammar's root) or text
-# that does not begin with "{" (possibly none).
-_CALL_OR_TEXT = r"""
-llamay-call-or-text ::= root | llamay-text
-llamay-text ::= ([^{] [^\x00]*)?
-"""
-
 # --- prompts -----------------------------------------------------------------------------------
 
 
@@ -65,6 +55,7 @@ def chat_prompt(
     tools: Sequence[Mapping[str, Any]] | None = None,
     truncate: bool = False,
     reserve: int = 1,
+    template_kwargs: Mapping[str, Any] | None = None,
 ) -> list[int]:
     """Prompt ids of a conversation (OpenAI-shaped messages: role, content as a string or text
     parts, tool_calls, tool_call_id) through the model's chat template, ready for the assistant.
@@ -72,7 +63,8 @@ def chat_prompt(
     A trailing assistant message is continued (prefill): the answer goes on from its text.
     `tools` (OpenAI function tools) are rendered by the template when it takes them, else into
     the system message. System messages anywhere in the list are gathered into one at the top,
-    as every template expects. See `fit` for `truncate` and `reserve`.
+    as every template expects. `template_kwargs` reach the template as variables
+    (`enable_thinking`, `reasoning_effort`). See `fit` for `truncate` and `reserve`.
     """
     if not messages:
         raise ApiError(400, "messages must not be empty", "messages")
@@ -86,7 +78,7 @@ def chat_prompt(
     if messages[-1].get("role") == "assistant" and not messages[-1].get("tool_calls"):
         prefill = text_of(messages.pop().get("content"))
     template = model.chat_template
-    native_tools = "tools" in template.source
+    native_tools = format_of(template.source).native
     if not native_tools:
         messages = _plain_conversation(messages, tools)
     system = [m for m in messages if m.get("role") == "system"]
@@ -95,11 +87,25 @@ def chat_prompt(
         messages = [{"role": "system", "content": joined}] + [
             m for m in messages if m.get("role") != "system"
         ]
-    rendered = template.render(messages, tools=list(tools) if tools and native_tools else None)
+    rendered = template.render(
+        messages,
+        tools=list(tools) if tools and native_tools else None,
+        **dict(template_kwargs or {}),
+    )
     if prefill:
         rendered += prefill
     rendered = bounded_text(model, rendered, truncate=truncate)
     return fit(model, chat_prompt_ids(model, rendered), truncate=truncate, reserve=reserve)
+
+
+def prefill_of(messages: Sequence[Any]) -> str:
+    """The text a conversation's answer continues: a trailing assistant message without tool
+    calls, which chat_prompt leaves open (prefill)."""
+    if messages and isinstance(messages[-1], Mapping):
+        last = messages[-1]
+        if last.get("role") == "assistant" and not last.get("tool_calls"):
+            return text_of(last.get("content"))
+    return ""
 
 
 def text_prompt(model: Model, text: str, *, truncate: bool = False, reserve: int = 1) -> list[int]:
@@ -151,7 +157,7 @@ def _plain_conversation(
     turns of one role merged, as templates that check alternation require."""
     plain: list[dict[str, Any]] = []
     if tools:
-        listing = json.dumps([_function_of(tool) for tool in tools], ensure_ascii=False)
+        listing = json.dumps([function_of(tool) for tool in tools], ensure_ascii=False)
         plain.append({"role": "system", "content": _TOOL_INSTRUCTIONS.format(tools=listing)})
     for message in messages:
         role = message.get("role")
@@ -322,67 +328,48 @@ def json_grammar(kind: str, schema: Mapping[str, Any] | None = None) -> Grammar 
 
 
 def tool_grammar(
-    tools: Sequence[Mapping[str, Any]], choice: str | None, name: str | None = None
-) -> Grammar | None:
+    model: Model,
+    tools: Sequence[Mapping[str, Any]],
+    choice: str | None,
+    name: str | None = None,
+    *,
+    parallel: bool = True,
+    prefill: str = "",
+) -> Any:
     """The grammar for tool_choice `choice` ("auto", "none", "required", or "named" with
-    `name`): None for "none"; a tool-call object for "required" (any tool) and "named" (that
-    tool); for "auto", a tool call or text that does not start with "{" (module docstring)."""
-    if not tools or choice == "none":
+    `name`) in the model's call format (toolcalls.call_grammar): None for "none"; a lazy
+    grammar triggered by the opening marker for "auto"; calls from the first token for
+    "required" (any tool) and "named" (that tool)."""
+    if tools is None or choice is None:
         return None
-    functions = [_function_of(tool) for tool in tools]
-    if choice == "named":
-        functions = [f for f in functions if f["name"] == name]
-        if not functions:
-            raise ApiError(
-                400, f"tool_choice names {name!r}, which is not among the tools", "tool_choice"
-            )
-    schema = (
-        {"anyOf": [_call_schema(f) for f in functions]}
-        if len(functions) > 1
-        else _call_schema(functions[0])
+    return call_grammar(
+        format_of(model.chat_template.source),
+        tools,
+        choice,
+        name,
+        parallel=parallel,
+        prefix=prefill,
     )
-    if choice in ("required", "named"):
-        return Grammar.from_json_schema(schema)
-    if choice == "auto":
-        call = Grammar.from_json_schema(schema).gbnf
-        return Grammar.from_gbnf(call + _CALL_OR_TEXT, root="llamay-call-or-text")
-    raise ApiError(400, f"unknown tool_choice {choice!r}", "tool_choice")
 
 
-def _call_schema(function: Mapping[str, Any]) -> dict[str, Any]:
-    parameters = function.get("parameters") or {"type": "object", "properties": {}}
-    return {
-        "type": "object",
-        "properties": {"name": {"const": function["name"]}, "arguments": parameters},
-        "required": ["name", "arguments"],
-        "additionalProperties": False,
-    }
-
-
-def _function_of(tool: Any) -> dict[str, Any]:
-    """The function definition of an OpenAI tool ({"type": "function", "function": {...}})."""
-    function = tool.get("function") if isinstance(tool, Mapping) else None
-    if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
-        raise ApiError(
-            400, "each tool must be {'type': 'function', 'function': {'name': ...}}", "tools"
-        )
-    return dict(function)
-
-
-def parse_tool_call(text: str, tools: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The tool call an answer makes ({"name", "arguments" (a dict)}), or None if it is text."""
-    stripped = text.strip()
-    if not stripped.startswith("{"):
-        return None
-    try:
-        call = json.loads(stripped)
-    except (ValueError, RecursionError):
-        return None
-    names = {_function_of(tool)["name"] for tool in tools}
-    if not isinstance(call, dict) or call.get("name") not in names:
-        return None
-    arguments = call.get("arguments", {})
-    return {"name": call["name"], "arguments": arguments if isinstance(arguments, dict) else {}}
+def answer(
+    model: Model,
+    prompt: Sequence[int],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    prefill: str = "",
+    *,
+    reasoning: bool = True,
+) -> Answer:
+    """A reader of the answer to a chat prompt (answer.py): its reasoning split off where the
+    template reasons (unless `reasoning` is False), its calls read in the template's format
+    when `tools` are offered; `prefill` is the text the answer continues."""
+    source = model.chat_template.source
+    kind = reasoning_of(source) if reasoning else None
+    inside = kind == THINK and opens_thinking(
+        model.tokenizer.detokenize(list(prompt[-4:]), special=True)
+    )
+    fmt = format_of(source) if tools else None
+    return Answer(model.tokenizer, tools or None, fmt, kind, inside, prefill)
 
 
 # --- running -------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ llamay has no use for are ignored. Streams are server-sent events ending with `d
 from __future__ import annotations
 
 import base64
-import json
 import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -189,7 +188,8 @@ class _ChatCompletions:
         model = self.state.models.get(name)
         tools = body.get("tools") or None
         choice, named = _tool_choice(body.get("tool_choice"), tools)
-        grammar = _grammar(body, tools, choice, named)
+        prefill = inference.prefill_of(messages)
+        grammar = _grammar(model, body, tools, choice, named, prefill)
         top_logprobs = body.get("top_logprobs")
         kwargs = inference.sampling_kwargs(
             model,
@@ -207,29 +207,47 @@ class _ChatCompletions:
             logprobs=(top_logprobs or 0) if body.get("logprobs") else None,
             grammar=grammar,
         )
+        offered = tools if choice != "none" else None
         prompt = inference.chat_prompt(
             model,
             messages,
-            tools=tools if choice != "none" else None,
+            tools=offered,
             truncate=bool(body.get("truncate")),
             reserve=kwargs.get("max_tokens") or 1,
+            template_kwargs=_template_kwargs(body),
         )
-        generations = inference.start(model, prompt, body.get("n", 1), kwargs)
-        chat = _Chat(
-            self.state,
-            name,
-            model,
-            prompt,
-            generations,
-            kwargs,
-            tools if choice != "none" else None,
-            choice,
-        )
+        n = body.get("n")
+        generations = inference.start(model, prompt, 1 if n is None else n, kwargs)
+        answers = [inference.answer(model, prompt, offered, prefill) for _ in generations]
+        chat = _Chat(self.state, name, model, prompt, generations, kwargs, answers)
         if stream:
             sse.respond(resp, chat.stream(include_usage), lambda: inference.release(generations))
         else:
             with cancelled_on_disconnect(req, generations):
                 resp.media = chat.collect()
+
+
+def _template_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat template's variables a request sets: `chat_template_kwargs` (llama.cpp's and
+    vLLM's extension, e.g. {"enable_thinking": false}) and `reasoning_effort` (gpt-oss's
+    Harmony reads it; "none" turns Qwen 3's thinking off)."""
+    extra = body.get("chat_template_kwargs")
+    if extra is not None and not isinstance(extra, Mapping):
+        raise ApiError(400, "chat_template_kwargs must be an object", "chat_template_kwargs")
+    variables = dict(extra or {})
+    effort = body.get("reasoning_effort")
+    if effort is not None:
+        if effort not in ("none", "minimal", "low", "medium", "high"):
+            raise ApiError(
+                400,
+                "reasoning_effort must be none, minimal, low, medium or high",
+                "reasoning_effort",
+            )
+        if effort == "none":
+            variables.setdefault("enable_thinking", False)
+        else:
+            variables.setdefault("reasoning_effort", "low" if effort == "minimal" else effort)
+    return variables
 
 
 def _remote_chat(
@@ -342,11 +360,21 @@ def _tool_choice(value: Any, tools: Sequence[Any] | None) -> tuple[str, str | No
     )
 
 
-def _grammar(body: Mapping[str, Any], tools: Any, choice: str, named: str | None) -> Any:
+def _grammar(
+    model: Any,
+    body: Mapping[str, Any],
+    tools: Any,
+    choice: str,
+    named: str | None,
+    prefill: str,
+) -> Any:
     if tools is not None and not isinstance(tools, list):
         raise ApiError(400, "tools must be a list", "tools")
     if tools and choice != "none":
-        return inference.tool_grammar(tools, choice, named)
+        parallel = body.get("parallel_tool_calls")
+        return inference.tool_grammar(
+            model, tools, choice, named, parallel=parallel is not False, prefill=prefill
+        )
     response_format = body.get("response_format")
     if not response_format:
         return None
@@ -361,38 +389,25 @@ def _grammar(body: Mapping[str, Any], tools: Any, choice: str, named: str | None
 
 
 class _Chat:
-    """The choices of one chat completion, collected or streamed."""
+    """The choices of one chat completion, collected or streamed: each generation's pieces
+    read by its Answer (answer.py) into content, reasoning_content and tool_calls."""
 
-    def __init__(self, state, name, model, prompt, generations, kwargs, tools, choice) -> None:
+    def __init__(self, state, name, model, prompt, generations, kwargs, answers) -> None:
         self.state = state
         self.name = name
         self.model = model
         self.prompt = prompt
         self.generations = generations
+        self.answers = answers
         self.stop = kwargs.get("stop", [])
         self.logprobs = "logprobs" in kwargs
-        self.tools = tools
-        self.choice = choice
         self.id = new_id("chatcmpl")
         self.created = created()
 
-    def _calls(self, text: str) -> list[dict[str, Any]] | None:
-        if not self.tools:
-            return None
-        call = inference.parse_tool_call(text, self.tools)
-        if call is None:
-            return None
-        return [
-            {
-                "id": f"call_{secrets.token_hex(12)}",
-                "type": "function",
-                "function": {"name": call["name"], "arguments": _json(call["arguments"])},
-            }
-        ]
-
-    def _finish(self, index: int, calls: Any) -> str:
-        outcome = inference.Outcome.of(self.model, self.generations[index], self.stop)
-        return "tool_calls" if calls else outcome.finish_reason
+    def _finish(self, index: int) -> str:
+        if self.answers[index].calls:
+            return "tool_calls"
+        return inference.Outcome.of(self.model, self.generations[index], self.stop).finish_reason
 
     def _usage(self) -> dict[str, int]:
         generated = sum(g.n_generated for g in self.generations)
@@ -404,16 +419,19 @@ class _Chat:
         for index, piece in inference.interleave(self.generations):
             if self.logprobs and piece.token is not None:
                 logprobs[index].append(_logprob_entry(self.model, piece))
+            self.answers[index].feed(piece)
         choices = []
-        for index, generation in enumerate(self.generations):
-            calls = self._calls(generation.text)
+        for index, answer in enumerate(self.answers):
+            answer.finish()
             message: dict[str, Any] = {
                 "role": "assistant",
-                "content": None if calls else generation.text,
+                "content": (answer.text.strip() or None) if answer.calls else answer.text,
                 "refusal": None,
             }
-            if calls:
-                message["tool_calls"] = calls
+            if answer.reasoning:
+                message["reasoning_content"] = answer.reasoning
+            if answer.calls:
+                message["tool_calls"] = [_call_object(call) for call in answer.calls]
             choices.append(
                 {
                     "index": index,
@@ -421,7 +439,7 @@ class _Chat:
                     "logprobs": {"content": logprobs[index], "refusal": None}
                     if self.logprobs
                     else None,
-                    "finish_reason": self._finish(index, calls),
+                    "finish_reason": self._finish(index),
                 }
             )
         return {
@@ -440,57 +458,54 @@ class _Chat:
         fingerprint = _fingerprint(self.model)
         return _chunk(self.id, self.created, self.name, fingerprint, choices, include_usage, usage)
 
+    def _event_deltas(self, index: int, events: list[Any], logprobs: Any) -> Iterator[bytes]:
+        """The chunks of one piece's events; its logprobs ride on the first (or on an empty
+        content delta when the piece showed nothing yet, as while a call is held)."""
+        answer = self.answers[index]
+        for event in events:
+            if event.kind == "text":
+                delta: dict[str, Any] = {"content": event.text}
+            elif event.kind == "reasoning":
+                delta = {"reasoning_content": event.text}
+            else:
+                position = answer.calls.index(event.call)
+                head = {
+                    "index": position,
+                    "id": f"call_{event.call.id}",
+                    "type": "function",
+                    "function": {"name": event.call.name, "arguments": ""},
+                }
+                yield self._chunk([_delta(index, {"tool_calls": [head]}, logprobs)], self._usage_on)
+                logprobs = None
+                delta = {
+                    "tool_calls": [
+                        {"index": position, "function": {"arguments": event.call.arguments_json}}
+                    ]
+                }
+            yield self._chunk([_delta(index, delta, logprobs)], self._usage_on)
+            logprobs = None
+        if logprobs is not None:
+            yield self._chunk([_delta(index, {"content": ""}, logprobs)], self._usage_on)
+
     def stream(self, include_usage: bool) -> Iterator[bytes]:
-        """Role first, then content deltas (or a tool call's deltas, with its index, once the
-        call is complete), a last chunk per choice with its finish_reason, the usage chunk if
-        asked, then [DONE]."""
+        """Role first, then content and reasoning_content deltas as they are made (a tool
+        call's head and arguments once the call is complete), a last chunk per choice with
+        its finish_reason, the usage chunk if asked, then [DONE]."""
+        self._usage_on = include_usage
         pieces = inference.interleave(self.generations)
         try:
             for index in range(len(self.generations)):
                 delta = {"role": "assistant", "content": ""}
                 yield self._chunk([_delta(index, delta)], include_usage)
-            # A choice whose answer may be a tool call holds its text until it is known.
-            held = ["" for _ in self.generations]
-            holding = [bool(self.tools) for _ in self.generations]
             for index, piece in pieces:
                 logprobs = None
                 if self.logprobs and piece.token is not None:
                     logprobs = {"content": [_logprob_entry(self.model, piece)], "refusal": None}
-                if holding[index]:
-                    held[index] += piece.text
-                    stripped = held[index].lstrip()
-                    if self.choice == "auto" and stripped and not stripped.startswith("{"):
-                        holding[index] = False  # text, not a call: send what was held
-                        piece_text = held[index]
-                    else:
-                        continue
-                else:
-                    piece_text = piece.text
-                if piece_text or logprobs:
-                    yield self._chunk(
-                        [_delta(index, {"content": piece_text}, logprobs)], include_usage
-                    )
-            for index, generation in enumerate(self.generations):
-                calls = self._calls(generation.text) if holding[index] else None
-                if calls:
-                    for position, call in enumerate(calls):
-                        head = {
-                            "index": position,
-                            "id": call["id"],
-                            "type": "function",
-                            "function": {"name": call["function"]["name"], "arguments": ""},
-                        }
-                        yield self._chunk([_delta(index, {"tool_calls": [head]})], include_usage)
-                        arguments = {
-                            "index": position,
-                            "function": {"arguments": call["function"]["arguments"]},
-                        }
-                        yield self._chunk(
-                            [_delta(index, {"tool_calls": [arguments]})], include_usage
-                        )
-                elif holding[index] and held[index]:
-                    yield self._chunk([_delta(index, {"content": held[index]})], include_usage)
-                finish = self._finish(index, calls)
+                events = self.answers[index].feed(piece)
+                yield from self._event_deltas(index, events, logprobs)
+            for index, answer in enumerate(self.answers):
+                yield from self._event_deltas(index, answer.finish(), None)
+                finish = self._finish(index)
                 yield self._chunk([_delta(index, {}, None, finish)], include_usage)
             if include_usage:
                 yield self._chunk([], include_usage, self._usage())
@@ -501,6 +516,14 @@ class _Chat:
             yield _stream_failure(error)
         finally:
             pieces.close()
+
+
+def _call_object(call: Any) -> dict[str, Any]:
+    return {
+        "id": f"call_{call.id}",
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments_json},
+    }
 
 
 def _delta(
@@ -525,10 +548,6 @@ def _logprob_entry(model: Any, piece: Any) -> dict[str, Any]:
         "bytes": list(text.encode()),
         "top_logprobs": top,
     }
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
 
 
 # --- text completions ---------------------------------------------------------------------------
