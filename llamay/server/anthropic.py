@@ -355,7 +355,12 @@ class _Reply:
 
 
 def _tool_use(call: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "id": f"toolu_{call.id}", "name": call.name, "input": call.arguments}
+    return {
+        "type": "tool_use",
+        "id": f"toolu_{call.id}",
+        "name": call.name,
+        "input": call.arguments,
+    }
 
 
 class _Blocks:

@@ -19,6 +19,7 @@ generation's pieces into text, reasoning and calls (answer.py), the same for eve
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -31,7 +32,7 @@ from llamay.errors import ContextOverflow
 from llamay.grammar import Grammar
 from llamay.server.answer import THINK, Answer, opens_thinking, reasoning_of
 from llamay.server.errors import ApiError
-from llamay.server.toolcalls import call_grammar, format_of, function_of
+from llamay.server.toolcalls import MISTRAL, call_grammar, format_of, function_of
 
 # The most choices one request may ask for (each one is a sequence in the batch).
 MAX_CHOICES = 16
@@ -78,7 +79,10 @@ def chat_prompt(
     if messages[-1].get("role") == "assistant" and not messages[-1].get("tool_calls"):
         prefill = text_of(messages.pop().get("content"))
     template = model.chat_template
-    native_tools = format_of(template.source).native
+    fmt = format_of(template.source)
+    native_tools = fmt.native
+    if fmt is MISTRAL:
+        messages = _mistral_ids(messages)
     if not native_tools:
         messages = _plain_conversation(messages, tools)
     system = [m for m in messages if m.get("role") == "system"]
@@ -181,6 +185,30 @@ def _plain_conversation(
         else:
             merged.append(message)
     return merged
+
+
+def _mistral_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mistral's template refuses call ids that are not 9 alphanumeric characters, and OpenAI
+    clients send `call_...`: each id becomes 9 characters of its digest, the same in the call
+    and in the result that answers it."""
+
+    def short(value: Any) -> Any:
+        if not isinstance(value, str) or (len(value) == 9 and value.isalnum()):
+            return value
+        return hashlib.sha256(value.encode()).hexdigest()[:9]
+
+    fixed = []
+    for message in messages:
+        message = dict(message)
+        if message.get("tool_calls"):
+            message["tool_calls"] = [
+                {**call, "id": short(call.get("id"))} if isinstance(call, Mapping) else call
+                for call in message["tool_calls"]
+            ]
+        if "tool_call_id" in message:
+            message["tool_call_id"] = short(message["tool_call_id"])
+        fixed.append(message)
+    return fixed
 
 
 def _call_text(call: Mapping[str, Any]) -> str:
