@@ -28,6 +28,7 @@ from typing import Any
 
 from llamay.engine import Model, ranges
 from llamay.engine.generate import chat_prompt_ids
+from llamay.engine.sampling import log_probabilities
 from llamay.errors import ContextOverflow
 from llamay.grammar import Grammar
 from llamay.server.answer import THINK, Answer, opens_thinking, reasoning_of
@@ -403,11 +404,19 @@ def answer(
 # --- running -------------------------------------------------------------------------------------
 
 
+def check_n(n: Any) -> int:
+    """`n` (choices per prompt), or 400 past MAX_CHOICES; null means 1, as OpenAI's spec."""
+    if n is None:
+        return 1
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
+        raise ApiError(400, f"n must be an integer from 1 to {MAX_CHOICES}, not {n!r}", "n")
+    return n
+
+
 def start(model: Model, prompt: list[int], n: int, kwargs: Mapping[str, Any]) -> list[Any]:
     """`n` generations of the same prompt (400 past MAX_CHOICES). With a seed, choice i uses
     seed + i, so the choices differ from each other and repeat from run to run."""
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
-        raise ApiError(400, f"n must be an integer from 1 to {MAX_CHOICES}, not {n!r}", "n")
+    n = check_n(n)
     generations: list[Any] = []
     try:
         for index in range(n):
@@ -487,6 +496,61 @@ class Outcome:
             tail = model.detokenize(generation.tokens)[len(generation.text) :]
             matched = next((s for s in stop if tail.startswith(s)), None)
         return cls(generation.finish_reason, matched, generation.n_prompt, generation.n_generated)
+
+
+class Unsampled:
+    """A choice that generates nothing (completions with max_tokens 0 and echo: the prompt is
+    only scored), in the shape of a finished Generation."""
+
+    finish_reason = "length"
+    error = None
+    text = ""
+
+    def __init__(self, n_prompt: int) -> None:
+        self.n_prompt = n_prompt
+        self.tokens: list[int] = []
+        self.n_generated = 0
+        self.timings = {"prompt_s": 0.0, "generate_s": 0.0}
+        self.context = _NoContext()
+
+    def started(self) -> bool:
+        return True
+
+    def pieces(self) -> Iterator[Any]:
+        return iter(())
+
+    def cancel(self) -> None:
+        pass
+
+
+class _NoContext:
+    def close(self) -> None:
+        pass
+
+
+# Prompt rows are scored this many at a time: all_logits holds (rows, n_vocab) float32.
+_SCORE_CHUNK = 64
+
+
+def prompt_logprobs(
+    model: Model, ids: Sequence[int], n_top: int
+) -> list[tuple[float | None, list[tuple[int, float]] | None]]:
+    """(log p(token | the tokens before it), its n_top most likely alternatives) for every
+    prompt token, the first (None, None): OpenAI's echoed logprobs, which lm-evaluation-harness
+    sums to score a continuation. The prompt is fed in a fresh context (`Context.feed` with
+    all_logits), so the figures are the ones that call gives."""
+    scored: list[tuple[float | None, list[tuple[int, float]] | None]] = [(None, None)]
+    context = model.context()
+    try:
+        for start in range(0, len(ids), _SCORE_CHUNK):
+            rows = context.feed(list(ids[start : start + _SCORE_CHUNK]), all_logits=True)
+            for offset, row in enumerate(rows):
+                position = start + offset + 1
+                if position < len(ids):
+                    scored.append(log_probabilities(row, ids[position], n_top))
+    finally:
+        context.close()
+    return scored
 
 
 def token_text(model: Model, token: int) -> str:

@@ -216,8 +216,7 @@ class _ChatCompletions:
             reserve=kwargs.get("max_tokens") or 1,
             template_kwargs=_template_kwargs(body),
         )
-        n = body.get("n")
-        generations = inference.start(model, prompt, 1 if n is None else n, kwargs)
+        generations = inference.start(model, prompt, inference.check_n(body.get("n")), kwargs)
         answers = [inference.answer(model, prompt, offered, prefill) for _ in generations]
         chat = _Chat(self.state, name, model, prompt, generations, kwargs, answers)
         if stream:
@@ -563,9 +562,19 @@ class _Completions:
         stream, include_usage = _stream_options(body)
         model = self.state.models.get(name)
         logprobs = body.get("logprobs")
+        echo = bool(body.get("echo"))
+        max_tokens = body.get("max_tokens")
+        if max_tokens is None:
+            max_tokens = 16  # OpenAI's default for completions
+        if max_tokens == 0 and not echo:
+            raise ApiError(
+                400,
+                "max_tokens must be at least 1 (0 is only for scoring a prompt with echo)",
+                "max_tokens",
+            )
         kwargs = inference.sampling_kwargs(
             model,
-            max_tokens=body.get("max_tokens", 16),
+            max_tokens=max_tokens,
             temperature=body.get("temperature"),
             top_p=body.get("top_p"),
             top_k=body.get("top_k"),
@@ -581,17 +590,18 @@ class _Completions:
         truncate = bool(body.get("truncate"))
         reserve = kwargs.get("max_tokens") or 1
         prompts = [_prompt_ids(model, p, truncate, reserve) for p in _prompts(body.get("prompt"))]
-        n = body.get("n", 1)
-        generations = []
+        n = inference.check_n(body.get("n"))
+        generations: list[Any] = []
         try:
             for ids in prompts:
-                generations += inference.start(model, ids, n, kwargs)
+                if max_tokens == 0:
+                    generations += [inference.Unsampled(len(ids)) for _ in range(n)]
+                else:
+                    generations += inference.start(model, ids, n, kwargs)
         except BaseException:
             inference.release(generations)
             raise
-        completion = _TextCompletion(
-            self.state, name, model, prompts, n, generations, kwargs, bool(body.get("echo"))
-        )
+        completion = _TextCompletion(self.state, name, model, prompts, n, generations, kwargs, echo)
         if stream:
             sse.respond(
                 resp, completion.stream(include_usage), lambda: inference.release(generations)
@@ -625,6 +635,11 @@ def _prompt_ids(model: Any, prompt: str | list[int], truncate: bool, reserve: in
 
 
 class _TextCompletion:
+    """The choices of one text completion, collected or streamed. With echo, a choice's text
+    begins with its prompt, and with logprobs its lists begin with the prompt's tokens (the
+    first token's logprob null, as it has no context), text_offset counting from the start of
+    the echoed text; streamed, the offsets go on from chunk to chunk."""
+
     def __init__(self, state, name, model, prompts, n, generations, kwargs, echo) -> None:
         self.state = state
         self.name = name
@@ -633,15 +648,37 @@ class _TextCompletion:
         self.n = n
         self.generations = generations
         self.stop = kwargs.get("stop", [])
-        self.logprobs = "logprobs" in kwargs
+        self.n_logprobs = kwargs.get("logprobs")
+        self.logprobs = self.n_logprobs is not None
         self.echo = echo
         self.id = new_id("cmpl")
         self.created = created()
+        self._echoed: dict[int, tuple[str, _LegacyLogprobs]] = {}
 
-    def _echo(self, index: int) -> str:
-        if not self.echo:
-            return ""
-        return self.model.detokenize(self.prompts[index // self.n])
+    def _echo(self, index: int) -> tuple[str, _LegacyLogprobs]:
+        """The echoed prompt of choice `index` and its logprobs (computed once per prompt)."""
+        prompt_index = index // self.n
+        if prompt_index not in self._echoed:
+            entries = _LegacyLogprobs()
+            text = ""
+            if self.echo:
+                ids = self.prompts[prompt_index]
+                scored = (
+                    inference.prompt_logprobs(self.model, ids, self.n_logprobs)
+                    if self.logprobs
+                    else [(None, None)] * len(ids)
+                )
+                decoder = self.model.tokenizer.stream()
+                for token, (logprob, top) in zip(ids, scored, strict=True):
+                    shown = decoder.feed(token)
+                    entries.add(self.model, token, shown, logprob, top, first=not entries.tokens)
+                    text += shown
+                rest = decoder.flush()
+                text += rest
+                entries.advance(len(rest))
+            self._echoed[prompt_index] = (text, entries)
+        text, entries = self._echoed[prompt_index]
+        return text, entries.copy()
 
     def _usage(self) -> dict[str, int]:
         n_prompt = sum(len(p) for p in self.prompts)
@@ -653,13 +690,16 @@ class _TextCompletion:
         return inference.Outcome.of(self.model, self.generations[index], self.stop).finish_reason
 
     def collect(self) -> dict[str, Any]:
-        logprobs = [_LegacyLogprobs() for _ in self.generations]
+        echoed = [self._echo(index) for index in range(len(self.generations))]
+        logprobs = [entries for _, entries in echoed]
         for index, piece in inference.interleave(self.generations):
             if self.logprobs and piece.token is not None:
-                logprobs[index].add(self.model, piece)
+                logprobs[index].add_piece(self.model, piece)
+            elif self.logprobs:
+                logprobs[index].advance(len(piece.text))
         choices = [
             {
-                "text": self._echo(index) + generation.text,
+                "text": echoed[index][0] + generation.text,
                 "index": index,
                 "logprobs": logprobs[index].body() if self.logprobs else None,
                 "finish_reason": self._finish(index),
@@ -693,16 +733,23 @@ class _TextCompletion:
 
     def stream(self, include_usage: bool) -> Iterator[bytes]:
         pieces = inference.interleave(self.generations)
+        # each choice's logprobs so far: a chunk carries only its new entries
+        running = [_LegacyLogprobs() for _ in self.generations]
         try:
             for index in range(len(self.generations)):
                 if self.echo:
-                    yield self._chunk([_text_choice(index, self._echo(index))], include_usage)
+                    text, entries = self._echo(index)
+                    running[index] = entries
+                    body = entries.body() if self.logprobs else None
+                    yield self._chunk([_text_choice(index, text, body)], include_usage)
             for index, piece in pieces:
                 logprobs = None
                 if self.logprobs and piece.token is not None:
-                    entry = _LegacyLogprobs()
-                    entry.add(self.model, piece)
-                    logprobs = entry.body()
+                    start = len(running[index].tokens)
+                    running[index].add_piece(self.model, piece)
+                    logprobs = running[index].body(start)
+                else:
+                    running[index].advance(len(piece.text))
                 if piece.text or logprobs:
                     yield self._chunk([_text_choice(index, piece.text, logprobs)], include_usage)
             for index in range(len(self.generations)):
@@ -727,31 +774,59 @@ def _text_choice(
 
 
 class _LegacyLogprobs:
-    """The completions API's logprobs: parallel lists per token."""
+    """The completions API's logprobs: parallel lists per token, text_offset counting the
+    characters of the choice's text before each token."""
 
     def __init__(self) -> None:
         self.tokens: list[str] = []
-        self.token_logprobs: list[float] = []
-        self.top_logprobs: list[dict[str, float]] = []
+        self.token_logprobs: list[float | None] = []
+        self.top_logprobs: list[dict[str, float] | None] = []
         self.text_offset: list[int] = []
         self._offset = 0
 
-    def add(self, model: Any, piece: Any) -> None:
-        text = inference.token_text(model, piece.token)
-        self.tokens.append(text)
-        self.token_logprobs.append(piece.logprob)
+    def copy(self) -> _LegacyLogprobs:
+        twin = _LegacyLogprobs()
+        twin.tokens = list(self.tokens)
+        twin.token_logprobs = list(self.token_logprobs)
+        twin.top_logprobs = list(self.top_logprobs)
+        twin.text_offset = list(self.text_offset)
+        twin._offset = self._offset
+        return twin
+
+    def add(
+        self,
+        model: Any,
+        token: int,
+        shown: str,
+        logprob: float | None,
+        top: Any,
+        *,
+        first: bool = False,
+    ) -> None:
+        """One token that made `shown` visible (its alternatives `top`)."""
+        self.tokens.append(inference.token_text(model, token))
+        self.token_logprobs.append(logprob)
         self.top_logprobs.append(
-            {inference.token_text(model, t): lp for t, lp in (piece.top_logprobs or [])}
+            None
+            if first and logprob is None
+            else {inference.token_text(model, t): lp for t, lp in (top or [])}
         )
         self.text_offset.append(self._offset)
-        self._offset += len(piece.text)
+        self._offset += len(shown)
 
-    def body(self) -> dict[str, Any]:
+    def add_piece(self, model: Any, piece: Any) -> None:
+        self.add(model, piece.token, piece.text, piece.logprob, piece.top_logprobs)
+
+    def advance(self, n_chars: int) -> None:
+        """Text that no token entry stands for (held-back text released at the end)."""
+        self._offset += n_chars
+
+    def body(self, start: int = 0) -> dict[str, Any]:
         return {
-            "tokens": self.tokens,
-            "token_logprobs": self.token_logprobs,
-            "top_logprobs": self.top_logprobs,
-            "text_offset": self.text_offset,
+            "tokens": self.tokens[start:],
+            "token_logprobs": self.token_logprobs[start:],
+            "top_logprobs": self.top_logprobs[start:],
+            "text_offset": self.text_offset[start:],
         }
 
 
