@@ -36,7 +36,7 @@ from llamay.server.errors import ApiError
 from llamay.server.toolcalls import MISTRAL, call_grammar, format_of, function_of
 
 # The most choices one request may ask for (each one is a sequence in the batch).
-MAX_CHOICES = 16
+MAX_CHOICES = int(ranges.RANGES["n"].high)
 MAX_STOP_STRINGS = 16
 MAX_TOP_LOGPROBS = int(ranges.RANGES["logprobs"].high)
 
@@ -262,6 +262,7 @@ def sampling_kwargs(
     stop: Any = None,
     logprobs: Any = None,
     grammar: Any = None,
+    lookup: Any = None,
 ) -> dict[str, Any]:
     """The keyword arguments of `model.generate` for a request's options, each checked (400
     naming the option when it is out of range); None means the engine's default.
@@ -281,6 +282,7 @@ def sampling_kwargs(
         "frequency_penalty": frequency_penalty,
         "logprobs": logprobs,
         "seed": seed,
+        "lookup": lookup,
     }
     for name, value in given.items():
         if value is not None:
@@ -292,6 +294,15 @@ def sampling_kwargs(
     if grammar is not None:
         kwargs["grammar"] = grammar
     return kwargs
+
+
+def request_sampling(model: Model, body: Mapping[str, Any], **given: Any) -> dict[str, Any]:
+    """sampling_kwargs for a request body that names its sampling parameters as the engine
+    does (ranges.SAMPLING: temperature, top_p, ..., seed), with `stop` and `logit_bias`;
+    `given` (max_tokens, logprobs, grammar, or a parameter read under another name) wins."""
+    named = {name: body.get(name) for name in ranges.SAMPLING}
+    named.update(stop=body.get("stop"), logit_bias=body.get("logit_bias"))
+    return sampling_kwargs(model, **{**named, **given})
 
 
 def checked(name: str, value: Any) -> int | float:
@@ -405,12 +416,11 @@ def answer(
 
 
 def check_n(n: Any) -> int:
-    """`n` (choices per prompt), or 400 past MAX_CHOICES; null means 1, as OpenAI's spec."""
+    """`n` (choices per prompt), checked against the range table; null means 1, as OpenAI's
+    spec says."""
     if n is None:
-        return 1
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
-        raise ApiError(400, f"n must be an integer from 1 to {MAX_CHOICES}, not {n!r}", "n")
-    return n
+        return int(ranges.RANGES["n"].default or 1)
+    return int(checked("n", n))
 
 
 def start(model: Model, prompt: list[int], n: int, kwargs: Mapping[str, Any]) -> list[Any]:

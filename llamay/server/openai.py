@@ -27,15 +27,11 @@ OWNER = "llamay"
 # ignored, as OpenAI's own server ignores what it does not know).
 _SAMPLING_FIELDS = {
     "model": {"type": "string", "examples": ["gemma3:270m"]},
-    "max_tokens": openapi.parameter("max_tokens", nullable=True),
-    "temperature": openapi.parameter("temperature", nullable=True),
-    "top_p": openapi.parameter("top_p", nullable=True),
-    "n": {"type": ["integer", "null"], "minimum": 1},
+    **openapi.sampling_properties(),
+    "max_tokens": openapi.parameter("max_tokens"),
+    "n": openapi.parameter("n"),
     "stream": {"type": ["boolean", "null"]},
     "stop": {"type": ["string", "array", "null"], "items": {"type": "string"}},
-    "seed": openapi.parameter("seed", nullable=True),
-    "presence_penalty": openapi.parameter("presence_penalty", nullable=True),
-    "frequency_penalty": openapi.parameter("frequency_penalty", nullable=True),
     "logit_bias": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
 }
 _CHAT_REQUEST = {
@@ -55,9 +51,14 @@ _CHAT_REQUEST = {
                 },
             },
         },
-        "max_completion_tokens": openapi.parameter("max_tokens", nullable=True),
+        "max_completion_tokens": openapi.parameter("max_tokens"),
         "logprobs": {"type": ["boolean", "null"]},
-        "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
+        "top_logprobs": openapi.parameter("top_logprobs"),
+        "parallel_tool_calls": {"type": ["boolean", "null"]},
+        "reasoning_effort": {
+            "enum": ["none", "minimal", "low", "medium", "high", None],
+        },
+        "chat_template_kwargs": {"type": ["object", "null"]},
         "response_format": {"type": ["object", "null"]},
         "tools": {"type": ["array", "null"], "items": {"type": "object"}},
         "tool_choice": {"type": ["string", "object", "null"]},
@@ -191,19 +192,10 @@ class _ChatCompletions:
         prefill = inference.prefill_of(messages)
         grammar = _grammar(model, body, tools, choice, named, prefill)
         top_logprobs = body.get("top_logprobs")
-        kwargs = inference.sampling_kwargs(
+        kwargs = inference.request_sampling(
             model,
+            body,
             max_tokens=max_tokens,
-            temperature=body.get("temperature"),
-            top_p=body.get("top_p"),
-            top_k=body.get("top_k"),
-            min_p=body.get("min_p"),
-            presence_penalty=body.get("presence_penalty"),
-            frequency_penalty=body.get("frequency_penalty"),
-            repeat_penalty=body.get("repeat_penalty"),
-            logit_bias=body.get("logit_bias"),
-            seed=body.get("seed"),
-            stop=body.get("stop"),
             logprobs=(top_logprobs or 0) if body.get("logprobs") else None,
             grammar=grammar,
         )
@@ -572,21 +564,7 @@ class _Completions:
                 "max_tokens must be at least 1 (0 is only for scoring a prompt with echo)",
                 "max_tokens",
             )
-        kwargs = inference.sampling_kwargs(
-            model,
-            max_tokens=max_tokens,
-            temperature=body.get("temperature"),
-            top_p=body.get("top_p"),
-            top_k=body.get("top_k"),
-            min_p=body.get("min_p"),
-            presence_penalty=body.get("presence_penalty"),
-            frequency_penalty=body.get("frequency_penalty"),
-            repeat_penalty=body.get("repeat_penalty"),
-            logit_bias=body.get("logit_bias"),
-            seed=body.get("seed"),
-            stop=body.get("stop"),
-            logprobs=logprobs,
-        )
+        kwargs = inference.request_sampling(model, body, max_tokens=max_tokens, logprobs=logprobs)
         truncate = bool(body.get("truncate"))
         reserve = kwargs.get("max_tokens") or 1
         prompts = [_prompt_ids(model, p, truncate, reserve) for p in _prompts(body.get("prompt"))]
@@ -919,7 +897,10 @@ class _Model:
         self.state = state
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, model_id: str) -> None:
-        if remote.find(model_id) is not None:
+        listed = self.state.models.available()
+        if model_id in listed:  # the `created` the list gives
+            made = listed[model_id]
+        elif remote.find(model_id) is not None:
             made = 0
         else:  # 404 for a name that is no model
             made = int(self.state.models.resolve(model_id).stat().st_mtime)
