@@ -87,6 +87,7 @@ class Answer:
             self._markers.update(_HARMONY_MARKERS)
         self._thinking = self.inside_thinking
         self._held = ""  # think: text that may be the start of a tag
+        self._after_reasoning = False  # think: the blank line after </think> is not text
         self._channel = "header" if self.reasoning_kind == HARMONY else "final"
         self._header = ""
         if self.prefill and self._calls is not None:
@@ -150,10 +151,15 @@ class Answer:
             if at >= 0:
                 before, pending = pending[:at], pending[at + len(tag) :]
                 events += self._reasoned(before) if self._thinking else self._content(before)
-                if self._thinking:  # the answer after the reasoning starts after its blank line
-                    pending = pending.lstrip("\n")
+                # the answer after the reasoning starts after its blank line
+                self._after_reasoning = self._thinking
                 self._thinking = not self._thinking
                 continue
+            if self._after_reasoning and not self._thinking:
+                pending = pending.lstrip("\n")
+                if not pending:
+                    break
+                self._after_reasoning = False
             if not self._thinking and (self.text.strip() or self.calls):
                 # reasoning comes first: once the answer has text, tags in it are text
                 events += self._content(pending)

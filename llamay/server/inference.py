@@ -405,9 +405,12 @@ def answer(
     when `tools` are offered; `prefill` is the text the answer continues."""
     source = model.chat_template.source
     kind = reasoning_of(source) if reasoning else None
-    inside = kind == THINK and opens_thinking(
-        model.tokenizer.detokenize(list(prompt[-4:]), special=True)
-    )
+    if prefill:  # the prompt ends with the prefill: is it inside <think>?
+        inside = kind == THINK and prefill.rfind("<think>") > prefill.rfind("</think>")
+    else:
+        inside = kind == THINK and opens_thinking(
+            model.tokenizer.detokenize(list(prompt[-4:]), special=True)
+        )
     fmt = format_of(source) if tools else None
     return Answer(model.tokenizer, tools or None, fmt, kind, inside, prefill)
 
