@@ -32,7 +32,15 @@ from .run_stream import (
 # The generation parameters' flags, by click's names (generate's keywords) -> by Settings'
 # (Ollama's) names.
 _FLAGS = {keyword: name for name, keyword in OLLAMA_OPTIONS.items()}
-_LOCAL_ONLY = ("threads", "n_ctx", "raw", "grammar_file", "json_schema", "logprobs")
+_LOCAL_ONLY = (
+    "threads",
+    "n_ctx",
+    "raw",
+    "grammar_file",
+    "json_schema",
+    "logprobs",
+    "hide_thinking",
+)
 
 
 def _default(name: str) -> Any:
@@ -150,6 +158,12 @@ def _default(name: str) -> Any:
     "context if smaller]",
 )
 @click.option("--raw", is_flag=True, help="No chat template: BOS + PROMPT, special tokens parsed.")
+@click.option(
+    "--hide-thinking",
+    is_flag=True,
+    help="Leave out the reasoning of a model that thinks (Qwen 3 <think>, gpt-oss analysis); "
+    "otherwise it is shown dimmed before the answer.",
+)
 @click.option("--system", help="A system message for the chat template.")
 @click.pass_context
 def run(
@@ -159,6 +173,7 @@ def run(
     threads: int | None,
     n_ctx: int | None,
     raw: bool,
+    hide_thinking: bool,
     system: str | None,
     grammar_file: Path | None,
     json_schema: Path | None,
@@ -212,14 +227,17 @@ def run(
     loaded = llamay.load(model, threads=threads, n_ctx=n_ctx)
     try:
         if prompt is None:
-            LocalChat(loaded, model, settings, grammar, logprobs).loop()
+            chat = LocalChat(loaded, model, settings, grammar, logprobs)
+            chat.thinking = "hide" if hide_thinking else "show"
+            chat.loop()
             return
         if raw:
             ids = loaded.tokenize(prompt, add_bos=True, special=True)
         else:
             rendered = loaded.chat_template.render(_messages(settings.system, prompt))
             ids = chat_prompt_ids(loaded, rendered)
-        _complete(loaded, ids, settings, grammar, logprobs)
+        thinking = "raw" if raw else "hide" if hide_thinking else "show"
+        _complete(loaded, ids, settings, grammar, logprobs, thinking)
     finally:
         loaded.close()
 
@@ -228,14 +246,19 @@ def run(
 
 
 def _complete(
-    model: Model, ids: list[int], settings: Settings, grammar: Any, logprobs: bool
+    model: Model,
+    ids: list[int],
+    settings: Settings,
+    grammar: Any,
+    logprobs: bool,
+    thinking: str = "show",
 ) -> None:
     check_fits(model, len(ids), "the prompt")
     kwargs, seed = seeded(settings)
     generation = model.generate(ids, **kwargs, grammar=grammar, logprobs=0 if logprobs else None)
     try:
         with ctrl_c_cancels(generation):
-            stream_local(model, generation, logprobs)
+            stream_local(model, generation, logprobs, thinking=thinking, prompt_ids=ids)
     finally:
         generation.context.close()
     echo_stats(local_stats(generation, seed))
