@@ -16,7 +16,7 @@ from typing import Any
 
 import falcon
 
-from llamay.server import inference, openapi, remote, sse
+from llamay.server import inference, openapi, pipeline, remote, sse
 from llamay.server.errors import ApiError, error_body, from_exception, read_json
 from llamay.server.state import ServerState
 from llamay.server.watch import cancelled_on_disconnect
@@ -111,15 +111,23 @@ class _Request:
         self.model = state.models.get(name)
         self.tools = _tools(body.get("tools"))
         self.choice, self.named = _tool_choice(body.get("tool_choice"), self.tools)
-        conversation = _system(body.get("system")) + [m for raw in messages for m in _message(raw)]
-        self.prefill = inference.prefill_of(conversation)
+        self.conversation = _system(body.get("system")) + [
+            m for raw in messages for m in _message(raw)
+        ]
         self.thinking = _thinking(body.get("thinking"))
-        variables = {} if self.thinking is None else {"enable_thinking": self.thinking}
-        self.prompt = inference.chat_prompt(
+
+    def chat(self, sampling: dict[str, Any] | None = None, **options: Any) -> Any:
+        """The pipeline's ChatRequest for this message (`options`: parallel, output_grammar)."""
+        return pipeline.ChatRequest(
             self.model,
-            conversation,
-            tools=self.tools if self.choice != "none" else None,
-            template_kwargs=variables,
+            self.conversation,
+            sampling=sampling or {},
+            tools=self.tools,
+            tool_choice=self.choice,
+            tool_name=self.named,
+            template_kwargs={} if self.thinking is None else {"enable_thinking": self.thinking},
+            reasoning=self.thinking is not False,
+            **options,
         )
 
 
@@ -145,24 +153,9 @@ class _Messages:
             _remote_message(self.state, resp, provider, body)
             return
         request = _Request(self.state, body, generating=True)
-        tools = request.tools if request.choice != "none" else None
-        parallel = not (
-            isinstance(body.get("tool_choice"), Mapping)
-            and body["tool_choice"].get("disable_parallel_tool_use")
-        )
-        grammar = (
-            inference.tool_grammar(
-                request.model,
-                tools,
-                request.choice,
-                request.named,
-                parallel=parallel,
-                prefill=request.prefill,
-            )
-            if tools
-            else _format_grammar(body.get("output_config"))
-        )
-        kwargs = inference.sampling_kwargs(
+        choice = body.get("tool_choice")
+        parallel = not (isinstance(choice, Mapping) and choice.get("disable_parallel_tool_use"))
+        sampling = inference.sampling_kwargs(
             request.model,
             max_tokens=body.get("max_tokens"),
             temperature=body.get("temperature"),
@@ -170,22 +163,25 @@ class _Messages:
             top_k=body.get("top_k"),
             stop=body.get("stop_sequences"),
             seed=body.get("seed"),
-            grammar=grammar,
         )
-        [generation] = inference.start(request.model, request.prompt, 1, kwargs)
-        answer = inference.answer(
-            request.model,
-            request.prompt,
-            tools,
-            request.prefill,
-            reasoning=request.thinking is not False,
+        chat = request.chat(
+            sampling,
+            parallel=parallel,
+            output_grammar=None
+            if _offers_tools(request)
+            else _format_grammar(body.get("output_config")),
         )
-        reply = _Reply(self.state, request, generation, kwargs.get("stop", []), answer)
+        run = pipeline.start_chat(chat)
+        reply = _Reply(self.state, request, run)
         if body.get("stream"):
-            sse.respond(resp, reply.stream(), lambda: inference.release([generation]))
+            sse.respond(resp, reply.stream(), run.release)
         else:
-            with cancelled_on_disconnect(req, [generation]):
+            with cancelled_on_disconnect(req, run.generations):
                 resp.media = reply.collect()
+
+
+def _offers_tools(request: _Request) -> bool:
+    return bool(request.tools) and request.choice != "none"
 
 
 def _remote_message(
@@ -261,23 +257,23 @@ class _CountTokens:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, self.state.config.max_body_bytes)
         request = _Request(self.state, body, generating=False)
-        resp.media = {"input_tokens": len(request.prompt)}
+        resp.media = {"input_tokens": len(request.chat().prompt())}
 
 
 class _Reply:
-    """One assistant message, collected or streamed: the generation read by its Answer
-    (answer.py) into thinking, text and tool_use blocks, in that order."""
+    """One assistant message, collected or streamed: the pipeline's events rendered as
+    thinking, text and tool_use blocks, in that order."""
 
-    def __init__(self, state, request, generation, stop, answer) -> None:
+    def __init__(self, state: ServerState, request: _Request, run: pipeline.ChatRun) -> None:
         self.state = state
         self.request = request
-        self.generation = generation
-        self.stop = stop
-        self.answer = answer
+        self.run = run
+        self.generation = run.generations[0]
+        self.answer = run.answers[0]
         self.id = f"msg_{secrets.token_hex(12)}"
 
     def _stop(self) -> tuple[str, str | None]:
-        outcome = inference.Outcome.of(self.request.model, self.generation, self.stop)
+        outcome = self.run.outcome(0)
         if self.answer.calls:
             return "tool_use", None
         if outcome.stop_sequence is not None:
@@ -285,7 +281,7 @@ class _Reply:
         return _STOP_REASONS[outcome.finish_reason], None
 
     def _usage(self) -> dict[str, int]:
-        n_prompt = len(self.request.prompt)
+        n_prompt = len(self.run.prompt)
         self.state.count_tokens(self.request.model, n_prompt, self.generation.n_generated)
         return {"input_tokens": n_prompt, "output_tokens": self.generation.n_generated}
 
@@ -308,9 +304,9 @@ class _Reply:
         }
 
     def collect(self) -> dict[str, Any]:
-        for _, piece in inference.interleave([self.generation]):
-            self.answer.feed(piece)
-        self.answer.finish()
+        for _ in self.run.events():
+            pass
+        self.run.finish(0)
         answer = self.answer
         content: list[dict[str, Any]] = []
         if answer.reasoning:
@@ -326,16 +322,16 @@ class _Reply:
         text_delta, or a tool_use block's input as one input_json_delta once the call is
         complete), content_block_stop; message_delta (stop reason, cumulative usage),
         message_stop."""
-        pieces = inference.interleave([self.generation])
-        n_prompt = len(self.request.prompt)
+        pieces = self.run.events()
+        n_prompt = len(self.run.prompt)
         blocks = _Blocks()
         try:
             start = self._message([], None, None, {"input_tokens": n_prompt, "output_tokens": 0})
             yield sse.event({"type": "message_start", "message": start}, "message_start")
-            for _, piece in pieces:
-                for event in self.answer.feed(piece):
+            for _, _, events in pieces:
+                for event in events:
                     yield from blocks.event(event)
-            for event in self.answer.finish():
+            for event in self.run.finish(0):
                 yield from blocks.event(event)
             yield from blocks.close(final=True)
             stop_reason, stop_sequence = self._stop()

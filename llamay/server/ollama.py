@@ -22,7 +22,7 @@ import numpy as np
 from llamay._version import __version__
 from llamay.engine import Model
 from llamay.errors import LlamayError
-from llamay.server import inference, ollama_models
+from llamay.server import inference, ollama_models, pipeline
 from llamay.server.answer import reasoning_of
 from llamay.server.ending import stop
 from llamay.server.errors import ApiError, read_json
@@ -253,14 +253,18 @@ class _Chat:
         grammar = request.format_grammar()
         if tools and grammar is not None:
             raise ApiError(400, "give 'format' or 'tools', not both", "format")
-        prefill = inference.prefill_of(messages)
-        if tools:  # Ollama's API has no tool_choice: the model chooses
-            grammar = inference.tool_grammar(model, tools, "auto", prefill=prefill)
-        ids = inference.chat_prompt(
-            model, messages, tools=tools or None, template_kwargs=request.template_kwargs()
+        chat = pipeline.ChatRequest(
+            model,
+            messages,
+            sampling=request.sampling(None),
+            tools=tools or None,
+            tool_choice="auto" if tools else "none",  # Ollama's API has no tool_choice
+            output_grammar=grammar,
+            template_kwargs=request.template_kwargs(),
+            reasoning=request.reasons,
         )
-        generation = _begun(model.generate(ids, **request.sampling(grammar)))
-        answer = inference.answer(model, ids, tools or None, prefill, reasoning=request.reasons)
+        run = pipeline.start_chat(chat)
+        generation, answer = run.generations[0], run.answers[0]
 
         def objects() -> Iterator[dict[str, Any]]:
             for message, logprobs in _chat_messages(request.steps(generation), answer):

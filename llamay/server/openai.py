@@ -15,7 +15,7 @@ from typing import Any
 import falcon
 import numpy as np
 
-from llamay.server import anthropic, inference, openapi, remote, sse
+from llamay.server import anthropic, inference, openapi, pipeline, remote, sse
 from llamay.server.errors import ApiError, error_body, from_exception, read_json
 from llamay.server.state import ServerState
 from llamay.server.watch import cancelled_on_disconnect
@@ -188,33 +188,34 @@ class _ChatCompletions:
             return
         model = self.state.models.get(name)
         tools = body.get("tools") or None
+        if tools is not None and not isinstance(tools, list):
+            raise ApiError(400, "tools must be a list", "tools")
         choice, named = _tool_choice(body.get("tool_choice"), tools)
-        prefill = inference.prefill_of(messages)
-        grammar = _grammar(model, body, tools, choice, named, prefill)
         top_logprobs = body.get("top_logprobs")
-        kwargs = inference.request_sampling(
-            model,
-            body,
-            max_tokens=max_tokens,
-            logprobs=(top_logprobs or 0) if body.get("logprobs") else None,
-            grammar=grammar,
-        )
-        offered = tools if choice != "none" else None
-        prompt = inference.chat_prompt(
+        request = pipeline.ChatRequest(
             model,
             messages,
-            tools=offered,
-            truncate=bool(body.get("truncate")),
-            reserve=kwargs.get("max_tokens") or 1,
+            sampling=inference.request_sampling(
+                model,
+                body,
+                max_tokens=max_tokens,
+                logprobs=(top_logprobs or 0) if body.get("logprobs") else None,
+            ),
+            tools=tools,
+            tool_choice=choice,
+            tool_name=named,
+            parallel=body.get("parallel_tool_calls") is not False,
+            output_grammar=None if tools and choice != "none" else _output_grammar(body),
             template_kwargs=_template_kwargs(body),
+            n=inference.check_n(body.get("n")),
+            truncate=bool(body.get("truncate")),
         )
-        generations = inference.start(model, prompt, inference.check_n(body.get("n")), kwargs)
-        answers = [inference.answer(model, prompt, offered, prefill) for _ in generations]
-        chat = _Chat(self.state, name, model, prompt, generations, kwargs, answers)
+        run = pipeline.start_chat(request)
+        chat = _Chat(self.state, name, run)
         if stream:
-            sse.respond(resp, chat.stream(include_usage), lambda: inference.release(generations))
+            sse.respond(resp, chat.stream(include_usage), run.release)
         else:
-            with cancelled_on_disconnect(req, generations):
+            with cancelled_on_disconnect(req, run.generations):
                 resp.media = chat.collect()
 
 
@@ -351,21 +352,8 @@ def _tool_choice(value: Any, tools: Sequence[Any] | None) -> tuple[str, str | No
     )
 
 
-def _grammar(
-    model: Any,
-    body: Mapping[str, Any],
-    tools: Any,
-    choice: str,
-    named: str | None,
-    prefill: str,
-) -> Any:
-    if tools is not None and not isinstance(tools, list):
-        raise ApiError(400, "tools must be a list", "tools")
-    if tools and choice != "none":
-        parallel = body.get("parallel_tool_calls")
-        return inference.tool_grammar(
-            model, tools, choice, named, parallel=parallel is not False, prefill=prefill
-        )
+def _output_grammar(body: Mapping[str, Any]) -> Any:
+    """The grammar of `response_format`, if any."""
     response_format = body.get("response_format")
     if not response_format:
         return None
@@ -380,40 +368,32 @@ def _grammar(
 
 
 class _Chat:
-    """The choices of one chat completion, collected or streamed: each generation's pieces
-    read by its Answer (answer.py) into content, reasoning_content and tool_calls."""
+    """The choices of one chat completion, collected or streamed: the pipeline's events
+    rendered as content, reasoning_content and tool_calls."""
 
-    def __init__(self, state, name, model, prompt, generations, kwargs, answers) -> None:
+    def __init__(self, state: ServerState, name: str, run: pipeline.ChatRun) -> None:
         self.state = state
         self.name = name
-        self.model = model
-        self.prompt = prompt
-        self.generations = generations
-        self.answers = answers
-        self.stop = kwargs.get("stop", [])
-        self.logprobs = "logprobs" in kwargs
+        self.run = run
+        self.model = run.model
+        self.answers = run.answers
+        self.logprobs = "logprobs" in run.request.sampling
         self.id = new_id("chatcmpl")
         self.created = created()
 
-    def _finish(self, index: int) -> str:
-        if self.answers[index].calls:
-            return "tool_calls"
-        return inference.Outcome.of(self.model, self.generations[index], self.stop).finish_reason
-
     def _usage(self) -> dict[str, int]:
-        generated = sum(g.n_generated for g in self.generations)
-        self.state.count_tokens(self.model, len(self.prompt), generated)
-        return _usage(len(self.prompt), generated)
+        generated = self.run.n_generated()
+        self.state.count_tokens(self.model, len(self.run.prompt), generated)
+        return _usage(len(self.run.prompt), generated)
 
     def collect(self) -> dict[str, Any]:
-        logprobs: list[list[dict[str, Any]]] = [[] for _ in self.generations]
-        for index, piece in inference.interleave(self.generations):
+        logprobs: list[list[dict[str, Any]]] = [[] for _ in self.answers]
+        for index, piece, _ in self.run.events():
             if self.logprobs and piece.token is not None:
                 logprobs[index].append(_logprob_entry(self.model, piece))
-            self.answers[index].feed(piece)
         choices = []
         for index, answer in enumerate(self.answers):
-            answer.finish()
+            self.run.finish(index)
             message: dict[str, Any] = {
                 "role": "assistant",
                 "content": (answer.text.strip() or None) if answer.calls else answer.text,
@@ -430,7 +410,7 @@ class _Chat:
                     "logprobs": {"content": logprobs[index], "refusal": None}
                     if self.logprobs
                     else None,
-                    "finish_reason": self._finish(index),
+                    "finish_reason": self.run.finish_reason(index),
                 }
             )
         return {
@@ -483,20 +463,19 @@ class _Chat:
         call's head and arguments once the call is complete), a last chunk per choice with
         its finish_reason, the usage chunk if asked, then [DONE]."""
         self._usage_on = include_usage
-        pieces = inference.interleave(self.generations)
+        pieces = self.run.events()
         try:
-            for index in range(len(self.generations)):
+            for index in range(len(self.answers)):
                 delta = {"role": "assistant", "content": ""}
                 yield self._chunk([_delta(index, delta)], include_usage)
-            for index, piece in pieces:
+            for index, piece, events in pieces:
                 logprobs = None
                 if self.logprobs and piece.token is not None:
                     logprobs = {"content": [_logprob_entry(self.model, piece)], "refusal": None}
-                events = self.answers[index].feed(piece)
                 yield from self._event_deltas(index, events, logprobs)
-            for index, answer in enumerate(self.answers):
-                yield from self._event_deltas(index, answer.finish(), None)
-                finish = self._finish(index)
+            for index in range(len(self.answers)):
+                yield from self._event_deltas(index, self.run.finish(index), None)
+                finish = self.run.finish_reason(index)
                 yield self._chunk([_delta(index, {}, None, finish)], include_usage)
             if include_usage:
                 yield self._chunk([], include_usage, self._usage())
