@@ -90,6 +90,7 @@ class Answer:
         self._after_reasoning = False  # think: the blank line after </think> is not text
         self._channel = "header" if self.reasoning_kind == HARMONY else "final"
         self._header = ""
+        self._opened = False  # harmony: a channel's message has begun
         if self.prefill and self._calls is not None:
             self._calls.push(self.prefill)  # already the client's: its text is not sent
 
@@ -112,6 +113,10 @@ class Answer:
     def finish(self) -> list[Event]:
         """The events at the end: held-back text, and the calls of a held answer."""
         events: list[Event] = []
+        if self.reasoning_kind == HARMONY and not self._opened and self._header:
+            # no channel ever opened: the model did not write Harmony, its text is the answer
+            header, self._header = self._header, ""
+            events += self._content(header)
         if self._held:
             held, self._held = self._held, ""
             events += self._reasoned(held) if self._thinking else self._content(held)
@@ -178,6 +183,7 @@ class Answer:
             self._channel, self._header = "header", ""
             return []
         if text == "<|message|>" and self._channel == "header":
+            self._opened = True
             header = self._header
             if "to=functions." in header and self._calls is not None:
                 self._channel = "call"
