@@ -213,6 +213,15 @@ def test_ollama_thinking(thinker, stream):
     assert thinking and "<think>" not in "".join(part.message.content for part in parts)
 
 
+def test_ollama_shows_the_thinking_capability_only_where_the_template_reasons(server):
+    from llamay.server.answer import reasoning_of
+
+    assert reasoning_of(QWEN3.read_text()) == THINK  # what /api/show's "thinking" follows
+    plain = httpx.post(server.url("/api/show"), json={"model": "gemma3:270m"}, timeout=60)
+    assert "completion" in plain.json()["capabilities"]
+    assert "thinking" not in plain.json()["capabilities"]
+
+
 def test_ollama_think_on_a_model_that_does_not_think(server):
     answer = httpx.post(
         server.url("/api/chat"),
