@@ -42,6 +42,7 @@ _LOCAL_ONLY = (
     "grammar_file",
     "json_schema",
     "logprobs",
+    "hide_thinking",
 )
 
 
@@ -175,6 +176,12 @@ def _default(name: str) -> Any:
     "context if smaller]",
 )
 @click.option("--raw", is_flag=True, help="No chat template: BOS + PROMPT, special tokens parsed.")
+@click.option(
+    "--hide-thinking",
+    is_flag=True,
+    help="Leave out the reasoning of a model that thinks (Qwen 3 <think>, gpt-oss analysis); "
+    "otherwise it is shown dimmed before the answer.",
+)
 @click.option("--system", help="A system message for the chat template.")
 @click.pass_context
 def run(
@@ -186,6 +193,7 @@ def run(
     kv_type: str,
     n_ctx: int | None,
     raw: bool,
+    hide_thinking: bool,
     system: str | None,
     grammar_file: Path | None,
     json_schema: Path | None,
@@ -241,14 +249,17 @@ def run(
     )
     try:
         if prompt is None:
-            LocalChat(loaded, model, settings, grammar, logprobs).loop()
+            chat = LocalChat(loaded, model, settings, grammar, logprobs)
+            chat.thinking = "hide" if hide_thinking else "show"
+            chat.loop()
             return
         if raw:
             ids = loaded.tokenize(prompt, add_bos=True, special=True)
         else:
             rendered = loaded.chat_template.render(_messages(settings.system, prompt))
             ids = chat_prompt_ids(loaded, rendered)
-        _complete(loaded, ids, settings, grammar, logprobs)
+        thinking = "raw" if raw else "hide" if hide_thinking else "show"
+        _complete(loaded, ids, settings, grammar, logprobs, thinking)
     finally:
         loaded.close()
 
@@ -257,14 +268,19 @@ def run(
 
 
 def _complete(
-    model: Model, ids: list[int], settings: Settings, grammar: Any, logprobs: bool
+    model: Model,
+    ids: list[int],
+    settings: Settings,
+    grammar: Any,
+    logprobs: bool,
+    thinking: str = "show",
 ) -> None:
     check_fits(model, len(ids), "the prompt")
     kwargs, seed = seeded(settings)
     generation = model.generate(ids, **kwargs, grammar=grammar, logprobs=0 if logprobs else None)
     try:
         with ctrl_c_cancels(generation):
-            stream_local(model, generation, logprobs)
+            stream_local(model, generation, logprobs, thinking=thinking, prompt_ids=ids)
     finally:
         generation.context.close()
     echo_stats(local_stats(generation, seed))

@@ -188,6 +188,7 @@ class LocalChat(Chat):
         super().__init__(settings)
         self.model = model
         self.name = name
+        self.thinking = "show"  # or "hide" (--hide-thinking): see stream_local
         self.grammar = grammar
         self.logprobs = logprobs
         self.context = model.context()
@@ -210,7 +211,9 @@ class LocalChat(Chat):
             ids, context=self.context, grammar=self.grammar, logprobs=logprobs, **kwargs
         )
         try:
-            answer = stream_local(self.model, self.generation, self.logprobs)
+            answer = stream_local(
+                self.model, self.generation, self.logprobs, thinking=self.thinking, prompt_ids=ids
+            )
         finally:
             tokens = list(self.generation.tokens)
             self.generation = None

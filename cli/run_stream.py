@@ -14,20 +14,53 @@ import click
 
 from llamay.engine import Model
 from llamay.errors import ContextOverflow
+from llamay.server.answer import THINK, Answer, opens_thinking, reasoning_of
 
 
-def stream_local(model: Model, generation: Any, logprobs: bool) -> str:
+def stream_local(
+    model: Model,
+    generation: Any,
+    logprobs: bool,
+    *,
+    thinking: str = "show",
+    prompt_ids: list[int] | None = None,
+) -> str:
     """Print a generation's text as it comes (stop strings held back and cut, whole characters
-    only); with `logprobs`, one JSON line per token on stderr. Returns all the text."""
+    only); with `logprobs`, one JSON line per token on stderr. A model that reasons in tags or
+    channels (its template says so) has its reasoning shown dimmed on a terminal (`thinking`
+    "show"), left out ("hide", --hide-thinking), or printed as the model wrote it ("raw": no
+    chat template). Returns the answer's text, without the reasoning."""
+    kind = reasoning_of(model.chat_template.source) if thinking != "raw" else None
+    reader = None
+    if kind is not None:
+        inside = kind == THINK and opens_thinking(
+            model.tokenizer.detokenize(list((prompt_ids or [])[-4:]), special=True)
+        )
+        reader = Answer(model.tokenizer, reasoning_kind=kind, inside_thinking=inside)
+    dim = sys.stdout.isatty()
     texts = []
+
+    def show(events: list[Any]) -> None:
+        for event in events:
+            if event.kind == "text":
+                texts.append(event.text)
+                sys.stdout.write(event.text)
+            elif thinking == "show":
+                sys.stdout.write(click.style(event.text, dim=True) if dim else event.text)
+        sys.stdout.flush()
+
     for piece in generation.pieces():
-        if piece.text:
+        if reader is not None:
+            show(reader.feed(piece))
+        elif piece.text:
             texts.append(piece.text)
             sys.stdout.write(piece.text)
             sys.stdout.flush()
         if logprobs and piece.token is not None:  # (a last piece may only release held text)
             line = {"token": piece.token, "text": model.detokenize([piece.token])}
             click.echo(json.dumps(line | {"logprob": round(piece.logprob, 6)}), err=True)
+    if reader is not None:
+        show(reader.finish())
     return "".join(texts)
 
 

@@ -15,13 +15,18 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Range:
-    """Numbers of `kind` (int or float) from `low` to `high`; an open end excludes its bound."""
+    """Numbers of `kind` (int or float) from `low` to `high`; an open end excludes its bound.
+    `nullable`: a request may send null for it, meaning the default (OpenAI's schema makes
+    every sampling parameter nullable); `default`, where the APIs' default is not the
+    engine's (None: the engine's)."""
 
     kind: type
     low: float
     high: float
     low_open: bool = False
     high_open: bool = False
+    nullable: bool = True
+    default: float | None = None
 
     def __contains__(self, value: float) -> bool:
         above = value > self.low if self.low_open else value >= self.low
@@ -58,7 +63,27 @@ RANGES: dict[str, Range] = {
     "logprobs": Range(int, 0, 20),
     "seed": Range(int, -INF, INF),
     "lookup": Range(int, 0, 64),  # draft tokens per step (lookup.py); more cannot pay
+    # request parameters the server reads with the same table (not model.generate's)
+    "n": Range(int, 1, 16, default=1),  # choices per prompt: each one a sequence in the batch
+    "top_logprobs": Range(int, 0, 20),
 }
+
+# Names in RANGES that only requests carry (model.generate takes the others).
+REQUEST_ONLY = ("n", "top_logprobs")
+
+# The sampling parameters a request may carry by these names, as model.generate takes them.
+SAMPLING = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "typical_p",
+    "repeat_penalty",
+    "repeat_last_n",
+    "presence_penalty",
+    "frequency_penalty",
+    "seed",
+)
 
 
 def check(name: str, value: float) -> int | float:

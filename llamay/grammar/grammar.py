@@ -126,6 +126,15 @@ class Matcher:
             mask[self._eog] = True
         return mask
 
+    def feed_bytes(self, data: bytes) -> bool:
+        """Advances past raw bytes that reached the sequence other than as one allowed token
+        (the text after a lazy grammar's trigger, inside the token that completed it). False,
+        with nothing consumed, when the language does not allow them here."""
+        if not self._recognizer.accepts_prefix(data):
+            return False
+        self._recognizer.feed(data)
+        return True
+
     def accept(self, token: int) -> None:
         """Advances past `token`; GrammarError if `allowed()` did not allow it."""
         if self._tokenizer.is_eog(token):

@@ -16,7 +16,7 @@ from typing import Any
 
 import falcon
 
-from llamay.server import inference, openapi, remote, sse
+from llamay.server import inference, openapi, pipeline, remote, sse
 from llamay.server.errors import ApiError, error_body, from_exception, read_json
 from llamay.server.state import ServerState
 from llamay.server.watch import cancelled_on_disconnect
@@ -111,12 +111,35 @@ class _Request:
         self.model = state.models.get(name)
         self.tools = _tools(body.get("tools"))
         self.choice, self.named = _tool_choice(body.get("tool_choice"), self.tools)
-        conversation = _system(body.get("system")) + [m for raw in messages for m in _message(raw)]
-        self.prompt = inference.chat_prompt(
+        self.conversation = _system(body.get("system")) + [
+            m for raw in messages for m in _message(raw)
+        ]
+        self.thinking = _thinking(body.get("thinking"))
+
+    def chat(self, sampling: dict[str, Any] | None = None, **options: Any) -> Any:
+        """The pipeline's ChatRequest for this message (`options`: parallel, output_grammar)."""
+        return pipeline.ChatRequest(
             self.model,
-            conversation,
-            tools=self.tools if self.choice != "none" else None,
+            self.conversation,
+            sampling=sampling or {},
+            tools=self.tools,
+            tool_choice=self.choice,
+            tool_name=self.named,
+            template_kwargs={} if self.thinking is None else {"enable_thinking": self.thinking},
+            reasoning=self.thinking is not False,
+            **options,
         )
+
+
+def _thinking(value: Any) -> bool | None:
+    """`thinking` ({"type": "enabled", "budget_tokens": N} or {"type": "disabled"}) as the
+    template's enable_thinking; None when the request leaves it to the template."""
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, Mapping) else None
+    if kind not in ("enabled", "disabled", "adaptive"):
+        raise ApiError(400, "thinking: type must be enabled, disabled or adaptive")
+    return kind != "disabled"
 
 
 class _Messages:
@@ -130,13 +153,9 @@ class _Messages:
             _remote_message(self.state, resp, provider, body)
             return
         request = _Request(self.state, body, generating=True)
-        tools = request.tools if request.choice != "none" else None
-        grammar = (
-            inference.tool_grammar(tools, request.choice, request.named)
-            if tools
-            else _format_grammar(body.get("output_config"))
-        )
-        kwargs = inference.sampling_kwargs(
+        choice = body.get("tool_choice")
+        parallel = not (isinstance(choice, Mapping) and choice.get("disable_parallel_tool_use"))
+        sampling = inference.sampling_kwargs(
             request.model,
             max_tokens=body.get("max_tokens"),
             temperature=body.get("temperature"),
@@ -144,15 +163,25 @@ class _Messages:
             top_k=body.get("top_k"),
             stop=body.get("stop_sequences"),
             seed=body.get("seed"),
-            grammar=grammar,
         )
-        [generation] = inference.start(request.model, request.prompt, 1, kwargs)
-        reply = _Reply(self.state, request, generation, kwargs.get("stop", []), tools)
+        chat = request.chat(
+            sampling,
+            parallel=parallel,
+            output_grammar=None
+            if _offers_tools(request)
+            else _format_grammar(body.get("output_config")),
+        )
+        run = pipeline.start_chat(chat)
+        reply = _Reply(self.state, request, run)
         if body.get("stream"):
-            sse.respond(resp, reply.stream(), lambda: inference.release([generation]))
+            sse.respond(resp, reply.stream(), run.release)
         else:
-            with cancelled_on_disconnect(req, [generation]):
+            with cancelled_on_disconnect(req, run.generations):
                 resp.media = reply.collect()
+
+
+def _offers_tools(request: _Request) -> bool:
+    return bool(request.tools) and request.choice != "none"
 
 
 def _remote_message(
@@ -228,43 +257,31 @@ class _CountTokens:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, self.state.config.max_body_bytes)
         request = _Request(self.state, body, generating=False)
-        resp.media = {"input_tokens": len(request.prompt)}
+        resp.media = {"input_tokens": len(request.chat().prompt())}
 
 
 class _Reply:
-    """One assistant message, collected or streamed."""
+    """One assistant message, collected or streamed: the pipeline's events rendered as
+    thinking, text and tool_use blocks, in that order."""
 
-    def __init__(self, state, request, generation, stop, tools) -> None:
+    def __init__(self, state: ServerState, request: _Request, run: pipeline.ChatRun) -> None:
         self.state = state
         self.request = request
-        self.generation = generation
-        self.stop = stop
-        self.tools = tools
+        self.run = run
+        self.generation = run.generations[0]
+        self.answer = run.answers[0]
         self.id = f"msg_{secrets.token_hex(12)}"
 
-    def _call(self) -> dict[str, Any] | None:
-        if not self.tools:
-            return None
-        call = inference.parse_tool_call(self.generation.text, self.tools)
-        if call is None:
-            return None
-        return {
-            "type": "tool_use",
-            "id": f"toolu_{secrets.token_hex(12)}",
-            "name": call["name"],
-            "input": call["arguments"],
-        }
-
-    def _stop(self, call: Any) -> tuple[str, str | None]:
-        outcome = inference.Outcome.of(self.request.model, self.generation, self.stop)
-        if call:
+    def _stop(self) -> tuple[str, str | None]:
+        outcome = self.run.outcome(0)
+        if self.answer.calls:
             return "tool_use", None
         if outcome.stop_sequence is not None:
             return "stop_sequence", outcome.stop_sequence
         return _STOP_REASONS[outcome.finish_reason], None
 
     def _usage(self) -> dict[str, int]:
-        n_prompt = len(self.request.prompt)
+        n_prompt = len(self.run.prompt)
         self.state.count_tokens(self.request.model, n_prompt, self.generation.n_generated)
         return {"input_tokens": n_prompt, "output_tokens": self.generation.n_generated}
 
@@ -287,59 +304,37 @@ class _Reply:
         }
 
     def collect(self) -> dict[str, Any]:
-        for _ in inference.interleave([self.generation]):
+        for _ in self.run.events():
             pass
-        call = self._call()
-        content = [call] if call else [{"type": "text", "text": self.generation.text}]
-        return self._message(content, *self._stop(call), self._usage())
+        self.run.finish(0)
+        answer = self.answer
+        content: list[dict[str, Any]] = []
+        if answer.reasoning:
+            content.append({"type": "thinking", "thinking": answer.reasoning, "signature": ""})
+        if answer.text.strip() or not answer.calls:
+            text = answer.text.strip() if answer.calls else answer.text
+            content.append({"type": "text", "text": text})
+        content += [_tool_use(call) for call in answer.calls]
+        return self._message(content, *self._stop(), self._usage())
 
     def stream(self) -> Iterator[bytes]:
-        """message_start, content_block_start, ping, content_block_delta..., content_block_stop,
-        message_delta (stop reason, cumulative usage), message_stop. An answer that may be a
-        tool call is held until it is known; a call is one tool_use block whose input arrives
-        as an input_json_delta."""
-        pieces = inference.interleave([self.generation])
-        n_prompt = len(self.request.prompt)
+        """message_start, then for each block content_block_start, its deltas (thinking_delta,
+        text_delta, or a tool_use block's input as one input_json_delta once the call is
+        complete), content_block_stop; message_delta (stop reason, cumulative usage),
+        message_stop."""
+        pieces = self.run.events()
+        n_prompt = len(self.run.prompt)
+        blocks = _Blocks()
         try:
             start = self._message([], None, None, {"input_tokens": n_prompt, "output_tokens": 0})
             yield sse.event({"type": "message_start", "message": start}, "message_start")
-            holding = bool(self.tools)
-            held = ""
-            if not holding:
-                yield from _text_block_start()
-            for _, piece in pieces:
-                if holding:
-                    held += piece.text
-                    stripped = held.lstrip()
-                    if self.request.choice != "auto" or not stripped or stripped.startswith("{"):
-                        continue
-                    holding = False  # text, not a call: send what was held
-                    yield from _text_block_start()
-                    yield _text_delta(held)
-                elif piece.text:
-                    yield _text_delta(piece.text)
-            call = self._call() if holding else None
-            if call:
-                block = {**call, "input": {}}
-                yield sse.event(
-                    {"type": "content_block_start", "index": 0, "content_block": block},
-                    "content_block_start",
-                )
-                yield sse.event({"type": "ping"}, "ping")
-                delta = {
-                    "type": "input_json_delta",
-                    "partial_json": json.dumps(call["input"], ensure_ascii=False),
-                }
-                yield sse.event(
-                    {"type": "content_block_delta", "index": 0, "delta": delta},
-                    "content_block_delta",
-                )
-            elif holding:
-                yield from _text_block_start()
-                if held:
-                    yield _text_delta(held)
-            yield sse.event({"type": "content_block_stop", "index": 0}, "content_block_stop")
-            stop_reason, stop_sequence = self._stop(call)
+            for _, _, events in pieces:
+                for event in events:
+                    yield from blocks.event(event)
+            for event in self.run.finish(0):
+                yield from blocks.event(event)
+            yield from blocks.close(final=True)
+            stop_reason, stop_sequence = self._stop()
             yield sse.event(
                 {
                     "type": "message_delta",
@@ -353,6 +348,69 @@ class _Reply:
             yield sse.event(error_body("anthropic", from_exception(error)), "error")
         finally:
             pieces.close()
+
+
+def _tool_use(call: Any) -> dict[str, Any]:
+    return {
+        "type": "tool_use",
+        "id": f"toolu_{call.id}",
+        "name": call.name,
+        "input": call.arguments,
+    }
+
+
+class _Blocks:
+    """The content blocks of a streamed message: a block opens when an event of another kind
+    arrives (thinking, text, one tool_use per call) and closes when the next opens."""
+
+    def __init__(self) -> None:
+        self.index = -1
+        self.kind: str | None = None
+
+    def _open(self, block: dict[str, Any]) -> Iterator[bytes]:
+        yield from self.close()
+        self.index += 1
+        self.kind = block["type"]
+        yield sse.event(
+            {"type": "content_block_start", "index": self.index, "content_block": block},
+            "content_block_start",
+        )
+        if self.index == 0:
+            yield sse.event({"type": "ping"}, "ping")
+
+    def _delta(self, delta: dict[str, Any]) -> bytes:
+        return sse.event(
+            {"type": "content_block_delta", "index": self.index, "delta": delta},
+            "content_block_delta",
+        )
+
+    def close(self, final: bool = False) -> Iterator[bytes]:
+        if final and self.kind is None:  # an empty answer is one empty text block
+            yield from self._open({"type": "text", "text": ""})
+        if self.kind is not None:
+            if self.kind == "thinking":
+                yield self._delta({"type": "signature_delta", "signature": ""})
+            yield sse.event(
+                {"type": "content_block_stop", "index": self.index}, "content_block_stop"
+            )
+            self.kind = None
+
+    def event(self, event: Any) -> Iterator[bytes]:
+        if event.kind == "reasoning":
+            if self.kind != "thinking":
+                yield from self._open({"type": "thinking", "thinking": "", "signature": ""})
+            yield self._delta({"type": "thinking_delta", "thinking": event.text})
+        elif event.kind == "text":
+            if self.kind != "text":
+                if not event.text.strip():
+                    return  # no block for the blank lines between blocks
+                yield from self._open({"type": "text", "text": ""})
+            yield self._delta({"type": "text_delta", "text": event.text})
+        else:
+            yield from self._open({**_tool_use(event.call), "input": {}})
+            yield self._delta(
+                {"type": "input_json_delta", "partial_json": event.call.arguments_json}
+            )
 
 
 def _text_block_start() -> Iterator[bytes]:
@@ -408,6 +466,8 @@ def _message(raw: Any) -> list[dict[str, Any]]:
         kind = block.get("type") if isinstance(block, Mapping) else None
         if kind == "text":
             texts.append(str(block.get("text", "")))
+        elif kind in ("thinking", "redacted_thinking") and role == "assistant":
+            continue  # earlier reasoning is not part of the prompt (templates drop it too)
         elif kind == "tool_use" and role == "assistant":
             arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
             function = {"name": block.get("name"), "arguments": arguments}

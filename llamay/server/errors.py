@@ -41,10 +41,14 @@ _ANTHROPIC_TYPES = {
 }
 
 
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+
+
 class ApiError(Exception):
     """An answer other than success: an HTTP status and a message the client can act on;
     `param` names the offending field where there is one; `retry_after` is sent as the
-    Retry-After header."""
+    Retry-After header; `code` is OpenAI's machine-readable code (context_length_exceeded),
+    which clients such as litellm key their fallbacks on."""
 
     def __init__(
         self,
@@ -52,11 +56,13 @@ class ApiError(Exception):
         message: str,
         param: str | None = None,
         retry_after: int | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
+        self.code = code
         self.retry_after = retry_after  # seconds, for a 429 or 503 (the SDKs retry those)
 
 
@@ -71,7 +77,9 @@ def from_exception(error: Exception) -> ApiError:
         return ApiError(502, str(error))
     if isinstance(error, KVCacheFull):  # busy, not wrong: the SDKs retry a 503
         return ApiError(503, f"the server is busy: {error}", retry_after=_BUSY_RETRY_AFTER_S)
-    if isinstance(error, (ContextOverflow, GrammarError, LlamayError)):
+    if isinstance(error, ContextOverflow):
+        return ApiError(400, str(error), "messages", code=CONTEXT_LENGTH_EXCEEDED)
+    if isinstance(error, (GrammarError, LlamayError)):
         return ApiError(400, str(error))
     if isinstance(error, falcon.HTTPError):
         status = int(str(error.status).split()[0])
@@ -97,11 +105,18 @@ def error_body(family: str, error: ApiError) -> dict[str, Any]:
     """The JSON body of an error in `family`'s shape."""
     if family == "anthropic":
         kind = _ANTHROPIC_TYPES.get(error.status, "api_error")
-        return {"type": "error", "error": {"type": kind, "message": error.message}}
+        message = error.message
+        if error.code == CONTEXT_LENGTH_EXCEEDED:  # Anthropic's wording, which clients match
+            message = f"prompt is too long: {message}"
+        return {"type": "error", "error": {"type": kind, "message": message}}
     if family == "ollama":
         return {"error": error.message}
     kind = _OPENAI_TYPES.get(error.status, "server_error")
-    return {"error": {"message": error.message, "type": kind, "param": error.param, "code": None}}
+    message = error.message
+    if error.code == CONTEXT_LENGTH_EXCEEDED:  # OpenAI's wording, which clients match
+        message = f"This model's maximum context length is smaller than the prompt: {message}"
+    body = {"message": message, "type": kind, "param": error.param, "code": error.code}
+    return {"error": body}
 
 
 # Deeper than any request needs (a JSON schema of a few levels, tool arguments): the code that

@@ -9,21 +9,17 @@ A family route reads its own request shape and calls, in order:
 4. `interleave(generations)` -> (choice index, Piece) in the order they are made, for streaming
    or collecting; `Outcome.of(...)` -> what each choice ended with.
 
-Tool calls. Templates that take a `tools` argument get the tool definitions there; for the
-others (Gemma's among them) the definitions go into the system message, with the instruction
-to answer a call as one JSON object `{"name": ..., "arguments": {...}}`. That object is the
-tool-call format in both cases. With tool_choice "required" or a named tool the output is
-constrained by a grammar to such an object whose arguments follow the tool's JSON schema. With
-"auto" the model chooses: the grammar admits either a tool-call object or free text that does
-not start with "{" — the choice is made by the first character, which is what a lazy grammar
-triggered at the start of the answer does (llama.cpp triggers on a marker instead; these
-templates have none). An answer that is a tool call parses into `tool_calls`; any other answer
-is text.
+Tool calls follow the template's own convention (toolcalls.py: Hermes `<tool_call>`, Llama 3
+JSON, Mistral `[TOOL_CALLS]`, Harmony, or bare JSON for templates that know no tools, whose
+definitions then go into the system message). Under "auto" the answer is free until the
+format's opening marker, then held to calls by a lazy grammar. `answer(...)` reads a
+generation's pieces into text, reasoning and calls (answer.py), the same for every family.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -32,12 +28,15 @@ from typing import Any
 
 from llamay.engine import Model, ranges
 from llamay.engine.generate import chat_prompt_ids
+from llamay.engine.sampling import log_probabilities
 from llamay.errors import ContextOverflow
 from llamay.grammar import Grammar
+from llamay.server.answer import THINK, Answer, opens_thinking, reasoning_of
 from llamay.server.errors import ApiError
+from llamay.server.toolcalls import MISTRAL, call_grammar, format_of, function_of
 
 # The most choices one request may ask for (each one is a sequence in the batch).
-MAX_CHOICES = 16
+MAX_CHOICES = int(ranges.RANGES["n"].high)
 MAX_STOP_STRINGS = 16
 MAX_TOP_LOGPROBS = int(ranges.RANGES["logprobs"].high)
 
@@ -47,13 +46,6 @@ _TOOL_INSTRUCTIONS = (
     '{{"name": "<tool name>", "arguments": {{...}}}} and nothing else. '
     "Otherwise answer normally."
 )
-
-# The answer under tool_choice "auto": the tool-call object (the schema grammar's root) or text
-# that does not begin with "{" (possibly none).
-_CALL_OR_TEXT = r"""
-llamay-call-or-text ::= root | llamay-text
-llamay-text ::= ([^{] [^\x00]*)?
-"""
 
 # --- prompts -----------------------------------------------------------------------------------
 
@@ -65,6 +57,7 @@ def chat_prompt(
     tools: Sequence[Mapping[str, Any]] | None = None,
     truncate: bool = False,
     reserve: int = 1,
+    template_kwargs: Mapping[str, Any] | None = None,
 ) -> list[int]:
     """Prompt ids of a conversation (OpenAI-shaped messages: role, content as a string or text
     parts, tool_calls, tool_call_id) through the model's chat template, ready for the assistant.
@@ -72,7 +65,8 @@ def chat_prompt(
     A trailing assistant message is continued (prefill): the answer goes on from its text.
     `tools` (OpenAI function tools) are rendered by the template when it takes them, else into
     the system message. System messages anywhere in the list are gathered into one at the top,
-    as every template expects. See `fit` for `truncate` and `reserve`.
+    as every template expects. `template_kwargs` reach the template as variables
+    (`enable_thinking`, `reasoning_effort`). See `fit` for `truncate` and `reserve`.
     """
     if not messages:
         raise ApiError(400, "messages must not be empty", "messages")
@@ -86,7 +80,10 @@ def chat_prompt(
     if messages[-1].get("role") == "assistant" and not messages[-1].get("tool_calls"):
         prefill = text_of(messages.pop().get("content"))
     template = model.chat_template
-    native_tools = "tools" in template.source
+    fmt = format_of(template.source)
+    native_tools = fmt.native
+    if fmt is MISTRAL:
+        messages = _mistral_ids(messages)
     if not native_tools:
         messages = _plain_conversation(messages, tools)
     system = [m for m in messages if m.get("role") == "system"]
@@ -95,11 +92,25 @@ def chat_prompt(
         messages = [{"role": "system", "content": joined}] + [
             m for m in messages if m.get("role") != "system"
         ]
-    rendered = template.render(messages, tools=list(tools) if tools and native_tools else None)
+    rendered = template.render(
+        messages,
+        tools=list(tools) if tools and native_tools else None,
+        **dict(template_kwargs or {}),
+    )
     if prefill:
         rendered += prefill
     rendered = bounded_text(model, rendered, truncate=truncate)
     return fit(model, chat_prompt_ids(model, rendered), truncate=truncate, reserve=reserve)
+
+
+def prefill_of(messages: Sequence[Any]) -> str:
+    """The text a conversation's answer continues: a trailing assistant message without tool
+    calls, which chat_prompt leaves open (prefill)."""
+    if messages and isinstance(messages[-1], Mapping):
+        last = messages[-1]
+        if last.get("role") == "assistant" and not last.get("tool_calls"):
+            return text_of(last.get("content"))
+    return ""
 
 
 def text_prompt(model: Model, text: str, *, truncate: bool = False, reserve: int = 1) -> list[int]:
@@ -151,7 +162,7 @@ def _plain_conversation(
     turns of one role merged, as templates that check alternation require."""
     plain: list[dict[str, Any]] = []
     if tools:
-        listing = json.dumps([_function_of(tool) for tool in tools], ensure_ascii=False)
+        listing = json.dumps([function_of(tool) for tool in tools], ensure_ascii=False)
         plain.append({"role": "system", "content": _TOOL_INSTRUCTIONS.format(tools=listing)})
     for message in messages:
         role = message.get("role")
@@ -175,6 +186,30 @@ def _plain_conversation(
         else:
             merged.append(message)
     return merged
+
+
+def _mistral_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mistral's template refuses call ids that are not 9 alphanumeric characters, and OpenAI
+    clients send `call_...`: each id becomes 9 characters of its digest, the same in the call
+    and in the result that answers it."""
+
+    def short(value: Any) -> Any:
+        if not isinstance(value, str) or (len(value) == 9 and value.isalnum()):
+            return value
+        return hashlib.sha256(value.encode()).hexdigest()[:9]
+
+    fixed = []
+    for message in messages:
+        message = dict(message)
+        if message.get("tool_calls"):
+            message["tool_calls"] = [
+                {**call, "id": short(call.get("id"))} if isinstance(call, Mapping) else call
+                for call in message["tool_calls"]
+            ]
+        if "tool_call_id" in message:
+            message["tool_call_id"] = short(message["tool_call_id"])
+        fixed.append(message)
+    return fixed
 
 
 def _call_text(call: Mapping[str, Any]) -> str:
@@ -227,6 +262,7 @@ def sampling_kwargs(
     stop: Any = None,
     logprobs: Any = None,
     grammar: Any = None,
+    lookup: Any = None,
 ) -> dict[str, Any]:
     """The keyword arguments of `model.generate` for a request's options, each checked (400
     naming the option when it is out of range); None means the engine's default.
@@ -246,6 +282,7 @@ def sampling_kwargs(
         "frequency_penalty": frequency_penalty,
         "logprobs": logprobs,
         "seed": seed,
+        "lookup": lookup,
     }
     for name, value in given.items():
         if value is not None:
@@ -257,6 +294,15 @@ def sampling_kwargs(
     if grammar is not None:
         kwargs["grammar"] = grammar
     return kwargs
+
+
+def request_sampling(model: Model, body: Mapping[str, Any], **given: Any) -> dict[str, Any]:
+    """sampling_kwargs for a request body that names its sampling parameters as the engine
+    does (ranges.SAMPLING: temperature, top_p, ..., seed), with `stop` and `logit_bias`;
+    `given` (max_tokens, logprobs, grammar, or a parameter read under another name) wins."""
+    named = {name: body.get(name) for name in ranges.SAMPLING}
+    named.update(stop=body.get("stop"), logit_bias=body.get("logit_bias"))
+    return sampling_kwargs(model, **{**named, **given})
 
 
 def checked(name: str, value: Any) -> int | float:
@@ -322,77 +368,68 @@ def json_grammar(kind: str, schema: Mapping[str, Any] | None = None) -> Grammar 
 
 
 def tool_grammar(
-    tools: Sequence[Mapping[str, Any]], choice: str | None, name: str | None = None
-) -> Grammar | None:
+    model: Model,
+    tools: Sequence[Mapping[str, Any]],
+    choice: str | None,
+    name: str | None = None,
+    *,
+    parallel: bool = True,
+    prefill: str = "",
+) -> Any:
     """The grammar for tool_choice `choice` ("auto", "none", "required", or "named" with
-    `name`): None for "none"; a tool-call object for "required" (any tool) and "named" (that
-    tool); for "auto", a tool call or text that does not start with "{" (module docstring)."""
-    if not tools or choice == "none":
+    `name`) in the model's call format (toolcalls.call_grammar): None for "none"; a lazy
+    grammar triggered by the opening marker for "auto"; calls from the first token for
+    "required" (any tool) and "named" (that tool)."""
+    if tools is None or choice is None:
         return None
-    functions = [_function_of(tool) for tool in tools]
-    if choice == "named":
-        functions = [f for f in functions if f["name"] == name]
-        if not functions:
-            raise ApiError(
-                400, f"tool_choice names {name!r}, which is not among the tools", "tool_choice"
-            )
-    schema = (
-        {"anyOf": [_call_schema(f) for f in functions]}
-        if len(functions) > 1
-        else _call_schema(functions[0])
+    return call_grammar(
+        format_of(model.chat_template.source),
+        tools,
+        choice,
+        name,
+        parallel=parallel,
+        prefix=prefill,
     )
-    if choice in ("required", "named"):
-        return Grammar.from_json_schema(schema)
-    if choice == "auto":
-        call = Grammar.from_json_schema(schema).gbnf
-        return Grammar.from_gbnf(call + _CALL_OR_TEXT, root="llamay-call-or-text")
-    raise ApiError(400, f"unknown tool_choice {choice!r}", "tool_choice")
 
 
-def _call_schema(function: Mapping[str, Any]) -> dict[str, Any]:
-    parameters = function.get("parameters") or {"type": "object", "properties": {}}
-    return {
-        "type": "object",
-        "properties": {"name": {"const": function["name"]}, "arguments": parameters},
-        "required": ["name", "arguments"],
-        "additionalProperties": False,
-    }
-
-
-def _function_of(tool: Any) -> dict[str, Any]:
-    """The function definition of an OpenAI tool ({"type": "function", "function": {...}})."""
-    function = tool.get("function") if isinstance(tool, Mapping) else None
-    if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
-        raise ApiError(
-            400, "each tool must be {'type': 'function', 'function': {'name': ...}}", "tools"
+def answer(
+    model: Model,
+    prompt: Sequence[int],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    prefill: str = "",
+    *,
+    reasoning: bool = True,
+) -> Answer:
+    """A reader of the answer to a chat prompt (answer.py): its reasoning split off where the
+    template reasons (unless `reasoning` is False), its calls read in the template's format
+    when `tools` are offered; `prefill` is the text the answer continues."""
+    source = model.chat_template.source
+    kind = reasoning_of(source) if reasoning else None
+    if prefill:  # the prompt ends with the prefill: is it inside <think>?
+        inside = kind == THINK and prefill.rfind("<think>") > prefill.rfind("</think>")
+    else:
+        inside = kind == THINK and opens_thinking(
+            model.tokenizer.detokenize(list(prompt[-4:]), special=True)
         )
-    return dict(function)
-
-
-def parse_tool_call(text: str, tools: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The tool call an answer makes ({"name", "arguments" (a dict)}), or None if it is text."""
-    stripped = text.strip()
-    if not stripped.startswith("{"):
-        return None
-    try:
-        call = json.loads(stripped)
-    except (ValueError, RecursionError):
-        return None
-    names = {_function_of(tool)["name"] for tool in tools}
-    if not isinstance(call, dict) or call.get("name") not in names:
-        return None
-    arguments = call.get("arguments", {})
-    return {"name": call["name"], "arguments": arguments if isinstance(arguments, dict) else {}}
+    fmt = format_of(source) if tools else None
+    return Answer(model.tokenizer, tools or None, fmt, kind, inside, prefill)
 
 
 # --- running -------------------------------------------------------------------------------------
 
 
+def check_n(n: Any) -> int:
+    """`n` (choices per prompt), checked against the range table; null means 1, as OpenAI's
+    spec says."""
+    if n is None:
+        return int(ranges.RANGES["n"].default or 1)
+    return int(checked("n", n))
+
+
 def start(model: Model, prompt: list[int], n: int, kwargs: Mapping[str, Any]) -> list[Any]:
     """`n` generations of the same prompt (400 past MAX_CHOICES). With a seed, choice i uses
     seed + i, so the choices differ from each other and repeat from run to run."""
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
-        raise ApiError(400, f"n must be an integer from 1 to {MAX_CHOICES}, not {n!r}", "n")
+    n = check_n(n)
     generations: list[Any] = []
     try:
         for index in range(n):
@@ -472,6 +509,61 @@ class Outcome:
             tail = model.detokenize(generation.tokens)[len(generation.text) :]
             matched = next((s for s in stop if tail.startswith(s)), None)
         return cls(generation.finish_reason, matched, generation.n_prompt, generation.n_generated)
+
+
+class Unsampled:
+    """A choice that generates nothing (completions with max_tokens 0 and echo: the prompt is
+    only scored), in the shape of a finished Generation."""
+
+    finish_reason = "length"
+    error = None
+    text = ""
+
+    def __init__(self, n_prompt: int) -> None:
+        self.n_prompt = n_prompt
+        self.tokens: list[int] = []
+        self.n_generated = 0
+        self.timings = {"prompt_s": 0.0, "generate_s": 0.0}
+        self.context = _NoContext()
+
+    def started(self) -> bool:
+        return True
+
+    def pieces(self) -> Iterator[Any]:
+        return iter(())
+
+    def cancel(self) -> None:
+        pass
+
+
+class _NoContext:
+    def close(self) -> None:
+        pass
+
+
+# Prompt rows are scored this many at a time: all_logits holds (rows, n_vocab) float32.
+_SCORE_CHUNK = 64
+
+
+def prompt_logprobs(
+    model: Model, ids: Sequence[int], n_top: int
+) -> list[tuple[float | None, list[tuple[int, float]] | None]]:
+    """(log p(token | the tokens before it), its n_top most likely alternatives) for every
+    prompt token, the first (None, None): OpenAI's echoed logprobs, which lm-evaluation-harness
+    sums to score a continuation. The prompt is fed in a fresh context (`Context.feed` with
+    all_logits), so the figures are the ones that call gives."""
+    scored: list[tuple[float | None, list[tuple[int, float]] | None]] = [(None, None)]
+    context = model.context()
+    try:
+        for start in range(0, len(ids), _SCORE_CHUNK):
+            rows = context.feed(list(ids[start : start + _SCORE_CHUNK]), all_logits=True)
+            for offset, row in enumerate(rows):
+                position = start + offset + 1
+                if position < len(ids):
+                    scored.append(log_probabilities(row, ids[position], n_top))
+    finally:
+        context.close()
+    return scored
 
 
 def token_text(model: Model, token: int) -> str:

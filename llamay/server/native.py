@@ -44,9 +44,11 @@ from llamay.state import Context
 _SNAPSHOT_OVERHEAD = 64 * 1024
 _CHUNK = 1 << 20
 # The sampling options a generate request may carry, as inference.sampling_kwargs takes them:
-# the engine's parameters (but logprobs, which this API does not give, and lookup, which
-# sampling_kwargs does not take yet) and stop strings.
-_SAMPLING = (*(name for name in ranges.RANGES if name not in ("logprobs", "lookup")), "stop")
+# the engine's parameters (but logprobs, which this API does not give) and stop strings.
+_SAMPLING = (
+    *(name for name in ranges.RANGES if name not in ("logprobs", *ranges.REQUEST_ONLY)),
+    "stop",
+)
 _GENERATE_FIELDS = {*_SAMPLING, "prompt", "stream", "grammar", "json_schema"}
 _CREATE_FIELDS = {"model", "prompt", "messages"}
 

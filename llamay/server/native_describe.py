@@ -44,7 +44,11 @@ def describe_routes() -> None:
         "additionalProperties": False,
         "properties": {
             "prompt": {"type": "string", "description": "text to add before generating"},
-            **{name: openapi.parameter(name) for name in ranges.RANGES if name != "logprobs"},
+            **{
+                name: openapi.parameter(name)
+                for name in ranges.RANGES
+                if name not in ("logprobs", *ranges.REQUEST_ONLY)
+            },
             "stop": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
             "stream": {"type": "boolean"},
             "grammar": {"type": "string", "description": "GBNF"},

@@ -22,7 +22,8 @@ import numpy as np
 from llamay._version import __version__
 from llamay.engine import Model
 from llamay.errors import LlamayError
-from llamay.server import inference, ollama_models
+from llamay.server import inference, ollama_models, pipeline
+from llamay.server.answer import reasoning_of
 from llamay.server.ending import stop
 from llamay.server.errors import ApiError, read_json
 from llamay.server.models import parse_keep_alive
@@ -75,8 +76,10 @@ class _Request:
         for field in ("images", "suffix"):
             if self.body.get(field):
                 raise ApiError(400, f"{field!r} is not supported: llamay runs text models", field)
-        if self.body.get("think") not in (None, False):
-            raise ApiError(400, f"{self.name!r} does not support thinking", "think")
+        think = self.body.get("think")
+        if think is not None and think not in (True, False, "low", "medium", "high"):
+            raise ApiError(400, 'think must be true, false, "low", "medium" or "high"', "think")
+        self.think = think
         # None: no log-probabilities; k: each token's, with its k most likely alternatives.
         top = self.body.get("top_logprobs")
         self.logprobs = (top or 0) if _flag(self.body, "logprobs", False) or top else None
@@ -84,6 +87,18 @@ class _Request:
         self.model: Model = state.models.get(self.name, self.keep_alive)
         self.load_s = time.perf_counter() - self.started
         self.entry = stored(state, self.name)
+        self.reasons = reasoning_of(self.model.chat_template.source) is not None
+        if think not in (None, False) and not self.reasons:
+            raise ApiError(400, f"{self.name!r} does not support thinking", "think")
+
+    def template_kwargs(self) -> dict[str, Any]:
+        """`think` as the template's variables: false turns thinking off (enable_thinking),
+        a level sets reasoning_effort (gpt-oss)."""
+        if self.think is None:
+            return {}
+        if isinstance(self.think, str):
+            return {"reasoning_effort": self.think}
+        return {"enable_thinking": self.think}
 
     def unloading(self) -> bool:
         """Whether the request asks to unload the model (keep_alive 0)."""
@@ -125,9 +140,9 @@ class _Request:
     def head(self) -> dict[str, Any]:
         return {"model": self.name, "created_at": _now()}
 
-    def steps(self, generation: Any) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-        """The generation as it is made: (new text, the log-probabilities of its token, when
-        asked for), the steps that add nothing left out."""
+    def steps(self, generation: Any) -> Iterator[tuple[Any, list[dict[str, Any]]]]:
+        """The generation as it is made: (each Piece, the log-probabilities of its token, when
+        asked for)."""
         for piece in generation.pieces():
             logprobs = []
             if self.logprobs is not None and piece.token is not None:
@@ -140,8 +155,7 @@ class _Request:
                         ],
                     }
                 )
-            if piece.text or logprobs:
-                yield piece.text, logprobs
+            yield piece, logprobs
 
     def with_logprobs(self, obj: dict[str, Any], logprobs: list[dict[str, Any]]) -> dict:
         return {**obj, "logprobs": logprobs} if self.logprobs is not None else obj
@@ -179,10 +193,14 @@ class _Generate:
         ids = self._prompt_ids(request, prompt)
         kwargs = request.sampling(request.format_grammar())
         generation = _begun(model.generate(ids, **kwargs))
+        templated = not (_flag(body, "raw", False) or _optional_text(body, "template"))
+        answer = inference.answer(model, ids, reasoning=templated and request.reasons)
 
         def objects() -> Iterator[dict[str, Any]]:
-            for text, logprobs in request.steps(generation):
-                chunk = {**request.head(), "response": text, "done": False}
+            for message, logprobs in _chat_messages(request.steps(generation), answer):
+                chunk = {**request.head(), "response": message["content"], "done": False}
+                if "thinking" in message:
+                    chunk["thinking"] = message["thinking"]
                 yield request.with_logprobs(chunk, logprobs)
             closing = request.closing(generation)
             context = ids + generation.tokens
@@ -204,7 +222,11 @@ class _Generate:
             )
         else:
             messages = [{"role": "system", "content": system}] if system else []
-            ids = inference.chat_prompt(model, [*messages, {"role": "user", "content": prompt}])
+            ids = inference.chat_prompt(
+                model,
+                [*messages, {"role": "user", "content": prompt}],
+                template_kwargs=request.template_kwargs(),
+            )
             bos = model.tokenizer.bos_id
             if context and bos is not None and ids[:1] == [bos]:
                 ids = ids[1:]
@@ -231,13 +253,21 @@ class _Chat:
         grammar = request.format_grammar()
         if tools and grammar is not None:
             raise ApiError(400, "give 'format' or 'tools', not both", "format")
-        if tools:
-            grammar = inference.tool_grammar(tools, "auto")
-        ids = inference.chat_prompt(model, messages, tools=tools or None)
-        generation = _begun(model.generate(ids, **request.sampling(grammar)))
+        chat = pipeline.ChatRequest(
+            model,
+            messages,
+            sampling=request.sampling(None),
+            tools=tools or None,
+            tool_choice="auto" if tools else "none",  # Ollama's API has no tool_choice
+            output_grammar=grammar,
+            template_kwargs=request.template_kwargs(),
+            reasoning=request.reasons,
+        )
+        run = pipeline.start_chat(chat)
+        generation, answer = run.generations[0], run.answers[0]
 
         def objects() -> Iterator[dict[str, Any]]:
-            for message, logprobs in _chat_messages(request.steps(generation), tools):
+            for message, logprobs in _chat_messages(request.steps(generation), answer):
                 chunk = {**request.head(), "message": message, "done": False}
                 yield request.with_logprobs(chunk, logprobs)
             closing = request.closing(generation)
@@ -268,6 +298,9 @@ def _answer(
     last = parts.pop()
     if field == "response":
         last["response"] = "".join(part["response"] for part in parts)
+        thinking = "".join(part.get("thinking", "") for part in parts)
+        if thinking:
+            last["thinking"] = thinking
     else:
         last["message"] = _merged([part["message"] for part in parts])
     if parts and "logprobs" in parts[0]:
@@ -301,37 +334,43 @@ def _release(generation: Any) -> None:
 
 
 def _chat_messages(
-    steps: Iterator[tuple[str, list[dict[str, Any]]]], tools: list[Any]
+    steps: Iterator[tuple[Any, list[dict[str, Any]]]], answer: Any
 ) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """Assistant message deltas, with their log-probabilities. With tools, an answer that opens
-    with "{" is held back to the end: it is a tool call (sent as `tool_calls`) or, if it does
-    not parse as one, text."""
-    held, held_logprobs, holding = "", [], None
-    for text, logprobs in steps:
-        if holding is False or not tools:
-            yield {"role": "assistant", "content": text}, logprobs
-            continue
-        held += text
-        held_logprobs += logprobs
-        if holding is None and held.strip():
-            holding = held.lstrip().startswith("{")
-            if not holding:
-                yield {"role": "assistant", "content": held}, held_logprobs
-    if holding is not False and (held or held_logprobs):
-        call = inference.parse_tool_call(held, tools) if holding else None
-        if call is None:
-            yield {"role": "assistant", "content": held}, held_logprobs
-        else:
-            message = {"role": "assistant", "content": "", "tool_calls": [{"function": call}]}
-            yield message, held_logprobs
+    """Assistant message deltas, with their log-probabilities: the pieces read by the Answer
+    (answer.py) into `content`, `thinking` and, once each is complete, `tool_calls`."""
+
+    def messages(events: list[Any]) -> list[dict[str, Any]]:
+        out = []
+        for event in events:
+            message: dict[str, Any] = {"role": "assistant", "content": ""}
+            if event.kind == "text":
+                message["content"] = event.text
+            elif event.kind == "reasoning":
+                message["thinking"] = event.text
+            else:
+                function = {"name": event.call.name, "arguments": event.call.arguments}
+                message["tool_calls"] = [{"function": function}]
+            out.append(message)
+        return out
+
+    for piece, logprobs in steps:
+        made = messages(answer.feed(piece))
+        if not made and logprobs:
+            made = [{"role": "assistant", "content": ""}]
+        for position, message in enumerate(made):
+            yield message, logprobs if position == 0 else []
+    for message in messages(answer.finish()):
+        yield message, []
 
 
 def _merged(messages: list[dict[str, Any]]) -> dict[str, Any]:
     merged: dict[str, Any] = {"role": "assistant", "content": ""}
     for message in messages:
         merged["content"] += message["content"]
+        if "thinking" in message:
+            merged["thinking"] = merged.get("thinking", "") + message["thinking"]
         if "tool_calls" in message:
-            merged["tool_calls"] = message["tool_calls"]
+            merged["tool_calls"] = merged.get("tool_calls", []) + message["tool_calls"]
     return merged
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from llamay import gguf, store
 from llamay.errors import LlamayError, ModelNotFound
+from llamay.server.answer import reasoning_of
 from llamay.server.errors import ApiError, read_json
 from llamay.server.state import ServerState
 from llamay.store import prune
@@ -173,6 +174,8 @@ class _Show:
         capabilities = ["completion"]
         if "tools" in chat_template:
             capabilities.append("tools")
+        if reasoning_of(chat_template) is not None:  # `think` is accepted
+            capabilities.append("thinking")
         answer = {
             "modelfile": _modelfile(entry, template),
             "parameters": _parameters_text(entry.params),

@@ -7,7 +7,6 @@ llamay has no use for are ignored. Streams are server-sent events ending with `d
 from __future__ import annotations
 
 import base64
-import json
 import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -16,7 +15,7 @@ from typing import Any
 import falcon
 import numpy as np
 
-from llamay.server import anthropic, inference, openapi, remote, sse
+from llamay.server import anthropic, inference, openapi, pipeline, remote, sse
 from llamay.server.errors import ApiError, error_body, from_exception, read_json
 from llamay.server.state import ServerState
 from llamay.server.watch import cancelled_on_disconnect
@@ -28,15 +27,11 @@ OWNER = "llamay"
 # ignored, as OpenAI's own server ignores what it does not know).
 _SAMPLING_FIELDS = {
     "model": {"type": "string", "examples": ["gemma3:270m"]},
-    "max_tokens": openapi.parameter("max_tokens", nullable=True),
-    "temperature": openapi.parameter("temperature", nullable=True),
-    "top_p": openapi.parameter("top_p", nullable=True),
-    "n": {"type": ["integer", "null"], "minimum": 1},
+    **openapi.sampling_properties(),
+    "max_tokens": openapi.parameter("max_tokens"),
+    "n": openapi.parameter("n"),
     "stream": {"type": ["boolean", "null"]},
     "stop": {"type": ["string", "array", "null"], "items": {"type": "string"}},
-    "seed": openapi.parameter("seed", nullable=True),
-    "presence_penalty": openapi.parameter("presence_penalty", nullable=True),
-    "frequency_penalty": openapi.parameter("frequency_penalty", nullable=True),
     "logit_bias": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
 }
 _CHAT_REQUEST = {
@@ -56,9 +51,14 @@ _CHAT_REQUEST = {
                 },
             },
         },
-        "max_completion_tokens": openapi.parameter("max_tokens", nullable=True),
+        "max_completion_tokens": openapi.parameter("max_tokens"),
         "logprobs": {"type": ["boolean", "null"]},
-        "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
+        "top_logprobs": openapi.parameter("top_logprobs"),
+        "parallel_tool_calls": {"type": ["boolean", "null"]},
+        "reasoning_effort": {
+            "enum": ["none", "minimal", "low", "medium", "high", None],
+        },
+        "chat_template_kwargs": {"type": ["object", "null"]},
         "response_format": {"type": ["object", "null"]},
         "tools": {"type": ["array", "null"], "items": {"type": "object"}},
         "tool_choice": {"type": ["string", "object", "null"]},
@@ -188,48 +188,58 @@ class _ChatCompletions:
             return
         model = self.state.models.get(name)
         tools = body.get("tools") or None
+        if tools is not None and not isinstance(tools, list):
+            raise ApiError(400, "tools must be a list", "tools")
         choice, named = _tool_choice(body.get("tool_choice"), tools)
-        grammar = _grammar(body, tools, choice, named)
         top_logprobs = body.get("top_logprobs")
-        kwargs = inference.sampling_kwargs(
-            model,
-            max_tokens=max_tokens,
-            temperature=body.get("temperature"),
-            top_p=body.get("top_p"),
-            top_k=body.get("top_k"),
-            min_p=body.get("min_p"),
-            presence_penalty=body.get("presence_penalty"),
-            frequency_penalty=body.get("frequency_penalty"),
-            repeat_penalty=body.get("repeat_penalty"),
-            logit_bias=body.get("logit_bias"),
-            seed=body.get("seed"),
-            stop=body.get("stop"),
-            logprobs=(top_logprobs or 0) if body.get("logprobs") else None,
-            grammar=grammar,
-        )
-        prompt = inference.chat_prompt(
+        request = pipeline.ChatRequest(
             model,
             messages,
-            tools=tools if choice != "none" else None,
+            sampling=inference.request_sampling(
+                model,
+                body,
+                max_tokens=max_tokens,
+                logprobs=(top_logprobs or 0) if body.get("logprobs") else None,
+            ),
+            tools=tools,
+            tool_choice=choice,
+            tool_name=named,
+            parallel=body.get("parallel_tool_calls") is not False,
+            output_grammar=None if tools and choice != "none" else _output_grammar(body),
+            template_kwargs=_template_kwargs(body),
+            n=inference.check_n(body.get("n")),
             truncate=bool(body.get("truncate")),
-            reserve=kwargs.get("max_tokens") or 1,
         )
-        generations = inference.start(model, prompt, body.get("n", 1), kwargs)
-        chat = _Chat(
-            self.state,
-            name,
-            model,
-            prompt,
-            generations,
-            kwargs,
-            tools if choice != "none" else None,
-            choice,
-        )
+        run = pipeline.start_chat(request)
+        chat = _Chat(self.state, name, run)
         if stream:
-            sse.respond(resp, chat.stream(include_usage), lambda: inference.release(generations))
+            sse.respond(resp, chat.stream(include_usage), run.release)
         else:
-            with cancelled_on_disconnect(req, generations):
+            with cancelled_on_disconnect(req, run.generations):
                 resp.media = chat.collect()
+
+
+def _template_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat template's variables a request sets: `chat_template_kwargs` (llama.cpp's and
+    vLLM's extension, e.g. {"enable_thinking": false}) and `reasoning_effort` (gpt-oss's
+    Harmony reads it; "none" turns Qwen 3's thinking off)."""
+    extra = body.get("chat_template_kwargs")
+    if extra is not None and not isinstance(extra, Mapping):
+        raise ApiError(400, "chat_template_kwargs must be an object", "chat_template_kwargs")
+    variables = dict(extra or {})
+    effort = body.get("reasoning_effort")
+    if effort is not None:
+        if effort not in ("none", "minimal", "low", "medium", "high"):
+            raise ApiError(
+                400,
+                "reasoning_effort must be none, minimal, low, medium or high",
+                "reasoning_effort",
+            )
+        if effort == "none":
+            variables.setdefault("enable_thinking", False)
+        else:
+            variables.setdefault("reasoning_effort", "low" if effort == "minimal" else effort)
+    return variables
 
 
 def _remote_chat(
@@ -342,11 +352,8 @@ def _tool_choice(value: Any, tools: Sequence[Any] | None) -> tuple[str, str | No
     )
 
 
-def _grammar(body: Mapping[str, Any], tools: Any, choice: str, named: str | None) -> Any:
-    if tools is not None and not isinstance(tools, list):
-        raise ApiError(400, "tools must be a list", "tools")
-    if tools and choice != "none":
-        return inference.tool_grammar(tools, choice, named)
+def _output_grammar(body: Mapping[str, Any]) -> Any:
+    """The grammar of `response_format`, if any."""
     response_format = body.get("response_format")
     if not response_format:
         return None
@@ -361,59 +368,41 @@ def _grammar(body: Mapping[str, Any], tools: Any, choice: str, named: str | None
 
 
 class _Chat:
-    """The choices of one chat completion, collected or streamed."""
+    """The choices of one chat completion, collected or streamed: the pipeline's events
+    rendered as content, reasoning_content and tool_calls."""
 
-    def __init__(self, state, name, model, prompt, generations, kwargs, tools, choice) -> None:
+    def __init__(self, state: ServerState, name: str, run: pipeline.ChatRun) -> None:
         self.state = state
         self.name = name
-        self.model = model
-        self.prompt = prompt
-        self.generations = generations
-        self.stop = kwargs.get("stop", [])
-        self.logprobs = "logprobs" in kwargs
-        self.tools = tools
-        self.choice = choice
+        self.run = run
+        self.model = run.model
+        self.answers = run.answers
+        self.logprobs = "logprobs" in run.request.sampling
         self.id = new_id("chatcmpl")
         self.created = created()
 
-    def _calls(self, text: str) -> list[dict[str, Any]] | None:
-        if not self.tools:
-            return None
-        call = inference.parse_tool_call(text, self.tools)
-        if call is None:
-            return None
-        return [
-            {
-                "id": f"call_{secrets.token_hex(12)}",
-                "type": "function",
-                "function": {"name": call["name"], "arguments": _json(call["arguments"])},
-            }
-        ]
-
-    def _finish(self, index: int, calls: Any) -> str:
-        outcome = inference.Outcome.of(self.model, self.generations[index], self.stop)
-        return "tool_calls" if calls else outcome.finish_reason
-
     def _usage(self) -> dict[str, int]:
-        generated = sum(g.n_generated for g in self.generations)
-        self.state.count_tokens(self.model, len(self.prompt), generated)
-        return _usage(len(self.prompt), generated)
+        generated = self.run.n_generated()
+        self.state.count_tokens(self.model, len(self.run.prompt), generated)
+        return _usage(len(self.run.prompt), generated)
 
     def collect(self) -> dict[str, Any]:
-        logprobs: list[list[dict[str, Any]]] = [[] for _ in self.generations]
-        for index, piece in inference.interleave(self.generations):
+        logprobs: list[list[dict[str, Any]]] = [[] for _ in self.answers]
+        for index, piece, _ in self.run.events():
             if self.logprobs and piece.token is not None:
                 logprobs[index].append(_logprob_entry(self.model, piece))
         choices = []
-        for index, generation in enumerate(self.generations):
-            calls = self._calls(generation.text)
+        for index, answer in enumerate(self.answers):
+            self.run.finish(index)
             message: dict[str, Any] = {
                 "role": "assistant",
-                "content": None if calls else generation.text,
+                "content": (answer.text.strip() or None) if answer.calls else answer.text,
                 "refusal": None,
             }
-            if calls:
-                message["tool_calls"] = calls
+            if answer.reasoning:
+                message["reasoning_content"] = answer.reasoning
+            if answer.calls:
+                message["tool_calls"] = [_call_object(call) for call in answer.calls]
             choices.append(
                 {
                     "index": index,
@@ -421,7 +410,7 @@ class _Chat:
                     "logprobs": {"content": logprobs[index], "refusal": None}
                     if self.logprobs
                     else None,
-                    "finish_reason": self._finish(index, calls),
+                    "finish_reason": self.run.finish_reason(index),
                 }
             )
         return {
@@ -440,57 +429,53 @@ class _Chat:
         fingerprint = _fingerprint(self.model)
         return _chunk(self.id, self.created, self.name, fingerprint, choices, include_usage, usage)
 
+    def _event_deltas(self, index: int, events: list[Any], logprobs: Any) -> Iterator[bytes]:
+        """The chunks of one piece's events; its logprobs ride on the first (or on an empty
+        content delta when the piece showed nothing yet, as while a call is held)."""
+        answer = self.answers[index]
+        for event in events:
+            if event.kind == "text":
+                delta: dict[str, Any] = {"content": event.text}
+            elif event.kind == "reasoning":
+                delta = {"reasoning_content": event.text}
+            else:
+                position = answer.calls.index(event.call)
+                head = {
+                    "index": position,
+                    "id": f"call_{event.call.id}",
+                    "type": "function",
+                    "function": {"name": event.call.name, "arguments": ""},
+                }
+                yield self._chunk([_delta(index, {"tool_calls": [head]}, logprobs)], self._usage_on)
+                logprobs = None
+                delta = {
+                    "tool_calls": [
+                        {"index": position, "function": {"arguments": event.call.arguments_json}}
+                    ]
+                }
+            yield self._chunk([_delta(index, delta, logprobs)], self._usage_on)
+            logprobs = None
+        if logprobs is not None:
+            yield self._chunk([_delta(index, {"content": ""}, logprobs)], self._usage_on)
+
     def stream(self, include_usage: bool) -> Iterator[bytes]:
-        """Role first, then content deltas (or a tool call's deltas, with its index, once the
-        call is complete), a last chunk per choice with its finish_reason, the usage chunk if
-        asked, then [DONE]."""
-        pieces = inference.interleave(self.generations)
+        """Role first, then content and reasoning_content deltas as they are made (a tool
+        call's head and arguments once the call is complete), a last chunk per choice with
+        its finish_reason, the usage chunk if asked, then [DONE]."""
+        self._usage_on = include_usage
+        pieces = self.run.events()
         try:
-            for index in range(len(self.generations)):
+            for index in range(len(self.answers)):
                 delta = {"role": "assistant", "content": ""}
                 yield self._chunk([_delta(index, delta)], include_usage)
-            # A choice whose answer may be a tool call holds its text until it is known.
-            held = ["" for _ in self.generations]
-            holding = [bool(self.tools) for _ in self.generations]
-            for index, piece in pieces:
+            for index, piece, events in pieces:
                 logprobs = None
                 if self.logprobs and piece.token is not None:
                     logprobs = {"content": [_logprob_entry(self.model, piece)], "refusal": None}
-                if holding[index]:
-                    held[index] += piece.text
-                    stripped = held[index].lstrip()
-                    if self.choice == "auto" and stripped and not stripped.startswith("{"):
-                        holding[index] = False  # text, not a call: send what was held
-                        piece_text = held[index]
-                    else:
-                        continue
-                else:
-                    piece_text = piece.text
-                if piece_text or logprobs:
-                    yield self._chunk(
-                        [_delta(index, {"content": piece_text}, logprobs)], include_usage
-                    )
-            for index, generation in enumerate(self.generations):
-                calls = self._calls(generation.text) if holding[index] else None
-                if calls:
-                    for position, call in enumerate(calls):
-                        head = {
-                            "index": position,
-                            "id": call["id"],
-                            "type": "function",
-                            "function": {"name": call["function"]["name"], "arguments": ""},
-                        }
-                        yield self._chunk([_delta(index, {"tool_calls": [head]})], include_usage)
-                        arguments = {
-                            "index": position,
-                            "function": {"arguments": call["function"]["arguments"]},
-                        }
-                        yield self._chunk(
-                            [_delta(index, {"tool_calls": [arguments]})], include_usage
-                        )
-                elif holding[index] and held[index]:
-                    yield self._chunk([_delta(index, {"content": held[index]})], include_usage)
-                finish = self._finish(index, calls)
+                yield from self._event_deltas(index, events, logprobs)
+            for index in range(len(self.answers)):
+                yield from self._event_deltas(index, self.run.finish(index), None)
+                finish = self.run.finish_reason(index)
                 yield self._chunk([_delta(index, {}, None, finish)], include_usage)
             if include_usage:
                 yield self._chunk([], include_usage, self._usage())
@@ -501,6 +486,14 @@ class _Chat:
             yield _stream_failure(error)
         finally:
             pieces.close()
+
+
+def _call_object(call: Any) -> dict[str, Any]:
+    return {
+        "id": f"call_{call.id}",
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments_json},
+    }
 
 
 def _delta(
@@ -527,10 +520,6 @@ def _logprob_entry(model: Any, piece: Any) -> dict[str, Any]:
     }
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
 # --- text completions ---------------------------------------------------------------------------
 
 
@@ -544,35 +533,32 @@ class _Completions:
         stream, include_usage = _stream_options(body)
         model = self.state.models.get(name)
         logprobs = body.get("logprobs")
-        kwargs = inference.sampling_kwargs(
-            model,
-            max_tokens=body.get("max_tokens", 16),
-            temperature=body.get("temperature"),
-            top_p=body.get("top_p"),
-            top_k=body.get("top_k"),
-            min_p=body.get("min_p"),
-            presence_penalty=body.get("presence_penalty"),
-            frequency_penalty=body.get("frequency_penalty"),
-            repeat_penalty=body.get("repeat_penalty"),
-            logit_bias=body.get("logit_bias"),
-            seed=body.get("seed"),
-            stop=body.get("stop"),
-            logprobs=logprobs,
-        )
+        echo = bool(body.get("echo"))
+        max_tokens = body.get("max_tokens")
+        if max_tokens is None:
+            max_tokens = 16  # OpenAI's default for completions
+        if max_tokens == 0 and not echo:
+            raise ApiError(
+                400,
+                "max_tokens must be at least 1 (0 is only for scoring a prompt with echo)",
+                "max_tokens",
+            )
+        kwargs = inference.request_sampling(model, body, max_tokens=max_tokens, logprobs=logprobs)
         truncate = bool(body.get("truncate"))
         reserve = kwargs.get("max_tokens") or 1
         prompts = [_prompt_ids(model, p, truncate, reserve) for p in _prompts(body.get("prompt"))]
-        n = body.get("n", 1)
-        generations = []
+        n = inference.check_n(body.get("n"))
+        generations: list[Any] = []
         try:
             for ids in prompts:
-                generations += inference.start(model, ids, n, kwargs)
+                if max_tokens == 0:
+                    generations += [inference.Unsampled(len(ids)) for _ in range(n)]
+                else:
+                    generations += inference.start(model, ids, n, kwargs)
         except BaseException:
             inference.release(generations)
             raise
-        completion = _TextCompletion(
-            self.state, name, model, prompts, n, generations, kwargs, bool(body.get("echo"))
-        )
+        completion = _TextCompletion(self.state, name, model, prompts, n, generations, kwargs, echo)
         if stream:
             sse.respond(
                 resp, completion.stream(include_usage), lambda: inference.release(generations)
@@ -606,6 +592,11 @@ def _prompt_ids(model: Any, prompt: str | list[int], truncate: bool, reserve: in
 
 
 class _TextCompletion:
+    """The choices of one text completion, collected or streamed. With echo, a choice's text
+    begins with its prompt, and with logprobs its lists begin with the prompt's tokens (the
+    first token's logprob null, as it has no context), text_offset counting from the start of
+    the echoed text; streamed, the offsets go on from chunk to chunk."""
+
     def __init__(self, state, name, model, prompts, n, generations, kwargs, echo) -> None:
         self.state = state
         self.name = name
@@ -614,15 +605,37 @@ class _TextCompletion:
         self.n = n
         self.generations = generations
         self.stop = kwargs.get("stop", [])
-        self.logprobs = "logprobs" in kwargs
+        self.n_logprobs = kwargs.get("logprobs")
+        self.logprobs = self.n_logprobs is not None
         self.echo = echo
         self.id = new_id("cmpl")
         self.created = created()
+        self._echoed: dict[int, tuple[str, _LegacyLogprobs]] = {}
 
-    def _echo(self, index: int) -> str:
-        if not self.echo:
-            return ""
-        return self.model.detokenize(self.prompts[index // self.n])
+    def _echo(self, index: int) -> tuple[str, _LegacyLogprobs]:
+        """The echoed prompt of choice `index` and its logprobs (computed once per prompt)."""
+        prompt_index = index // self.n
+        if prompt_index not in self._echoed:
+            entries = _LegacyLogprobs()
+            text = ""
+            if self.echo:
+                ids = self.prompts[prompt_index]
+                scored = (
+                    inference.prompt_logprobs(self.model, ids, self.n_logprobs)
+                    if self.logprobs
+                    else [(None, None)] * len(ids)
+                )
+                decoder = self.model.tokenizer.stream()
+                for token, (logprob, top) in zip(ids, scored, strict=True):
+                    shown = decoder.feed(token)
+                    entries.add(self.model, token, shown, logprob, top, first=not entries.tokens)
+                    text += shown
+                rest = decoder.flush()
+                text += rest
+                entries.advance(len(rest))
+            self._echoed[prompt_index] = (text, entries)
+        text, entries = self._echoed[prompt_index]
+        return text, entries.copy()
 
     def _usage(self) -> dict[str, int]:
         n_prompt = sum(len(p) for p in self.prompts)
@@ -634,13 +647,16 @@ class _TextCompletion:
         return inference.Outcome.of(self.model, self.generations[index], self.stop).finish_reason
 
     def collect(self) -> dict[str, Any]:
-        logprobs = [_LegacyLogprobs() for _ in self.generations]
+        echoed = [self._echo(index) for index in range(len(self.generations))]
+        logprobs = [entries for _, entries in echoed]
         for index, piece in inference.interleave(self.generations):
             if self.logprobs and piece.token is not None:
-                logprobs[index].add(self.model, piece)
+                logprobs[index].add_piece(self.model, piece)
+            elif self.logprobs:
+                logprobs[index].advance(len(piece.text))
         choices = [
             {
-                "text": self._echo(index) + generation.text,
+                "text": echoed[index][0] + generation.text,
                 "index": index,
                 "logprobs": logprobs[index].body() if self.logprobs else None,
                 "finish_reason": self._finish(index),
@@ -674,16 +690,23 @@ class _TextCompletion:
 
     def stream(self, include_usage: bool) -> Iterator[bytes]:
         pieces = inference.interleave(self.generations)
+        # each choice's logprobs so far: a chunk carries only its new entries
+        running = [_LegacyLogprobs() for _ in self.generations]
         try:
             for index in range(len(self.generations)):
                 if self.echo:
-                    yield self._chunk([_text_choice(index, self._echo(index))], include_usage)
+                    text, entries = self._echo(index)
+                    running[index] = entries
+                    body = entries.body() if self.logprobs else None
+                    yield self._chunk([_text_choice(index, text, body)], include_usage)
             for index, piece in pieces:
                 logprobs = None
                 if self.logprobs and piece.token is not None:
-                    entry = _LegacyLogprobs()
-                    entry.add(self.model, piece)
-                    logprobs = entry.body()
+                    start = len(running[index].tokens)
+                    running[index].add_piece(self.model, piece)
+                    logprobs = running[index].body(start)
+                else:
+                    running[index].advance(len(piece.text))
                 if piece.text or logprobs:
                     yield self._chunk([_text_choice(index, piece.text, logprobs)], include_usage)
             for index in range(len(self.generations)):
@@ -708,31 +731,59 @@ def _text_choice(
 
 
 class _LegacyLogprobs:
-    """The completions API's logprobs: parallel lists per token."""
+    """The completions API's logprobs: parallel lists per token, text_offset counting the
+    characters of the choice's text before each token."""
 
     def __init__(self) -> None:
         self.tokens: list[str] = []
-        self.token_logprobs: list[float] = []
-        self.top_logprobs: list[dict[str, float]] = []
+        self.token_logprobs: list[float | None] = []
+        self.top_logprobs: list[dict[str, float] | None] = []
         self.text_offset: list[int] = []
         self._offset = 0
 
-    def add(self, model: Any, piece: Any) -> None:
-        text = inference.token_text(model, piece.token)
-        self.tokens.append(text)
-        self.token_logprobs.append(piece.logprob)
+    def copy(self) -> _LegacyLogprobs:
+        twin = _LegacyLogprobs()
+        twin.tokens = list(self.tokens)
+        twin.token_logprobs = list(self.token_logprobs)
+        twin.top_logprobs = list(self.top_logprobs)
+        twin.text_offset = list(self.text_offset)
+        twin._offset = self._offset
+        return twin
+
+    def add(
+        self,
+        model: Any,
+        token: int,
+        shown: str,
+        logprob: float | None,
+        top: Any,
+        *,
+        first: bool = False,
+    ) -> None:
+        """One token that made `shown` visible (its alternatives `top`)."""
+        self.tokens.append(inference.token_text(model, token))
+        self.token_logprobs.append(logprob)
         self.top_logprobs.append(
-            {inference.token_text(model, t): lp for t, lp in (piece.top_logprobs or [])}
+            None
+            if first and logprob is None
+            else {inference.token_text(model, t): lp for t, lp in (top or [])}
         )
         self.text_offset.append(self._offset)
-        self._offset += len(piece.text)
+        self._offset += len(shown)
 
-    def body(self) -> dict[str, Any]:
+    def add_piece(self, model: Any, piece: Any) -> None:
+        self.add(model, piece.token, piece.text, piece.logprob, piece.top_logprobs)
+
+    def advance(self, n_chars: int) -> None:
+        """Text that no token entry stands for (held-back text released at the end)."""
+        self._offset += n_chars
+
+    def body(self, start: int = 0) -> dict[str, Any]:
         return {
-            "tokens": self.tokens,
-            "token_logprobs": self.token_logprobs,
-            "top_logprobs": self.top_logprobs,
-            "text_offset": self.text_offset,
+            "tokens": self.tokens[start:],
+            "token_logprobs": self.token_logprobs[start:],
+            "top_logprobs": self.top_logprobs[start:],
+            "text_offset": self.text_offset[start:],
         }
 
 
@@ -825,7 +876,10 @@ class _Model:
         self.state = state
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, model_id: str) -> None:
-        if remote.find(model_id) is not None:
+        listed = self.state.models.available()
+        if model_id in listed:  # the `created` the list gives
+            made = listed[model_id]
+        elif remote.find(model_id) is not None:
             made = 0
         else:  # 404 for a name that is no model
             made = int(self.state.models.resolve(model_id).stat().st_mtime)

@@ -62,12 +62,16 @@ _GUARD_ERRORS = {
 _JSON_ERRORS = {415: "the body is not sent as application/json"}
 
 
-def parameter(name: str, nullable: bool = False) -> dict[str, Any]:
+def parameter(name: str, nullable: bool | None = None) -> dict[str, Any]:
     """The JSON schema of generation parameter `name`, from the range table the server checks
-    requests with (llamay/engine/ranges.py)."""
+    requests with (llamay/engine/ranges.py); `nullable` None: as the table says."""
     allowed = ranges.RANGES[name]
     kind = "integer" if allowed.kind is int else "number"
+    if nullable is None:
+        nullable = allowed.nullable
     schema: dict[str, Any] = {"type": [kind, "null"] if nullable else kind}
+    if allowed.default is not None:
+        schema["default"] = allowed.default
     for bound, is_open, inclusive, exclusive in (
         (allowed.low, allowed.low_open, "minimum", "exclusiveMinimum"),
         (allowed.high, allowed.high_open, "maximum", "exclusiveMaximum"),
@@ -75,6 +79,11 @@ def parameter(name: str, nullable: bool = False) -> dict[str, Any]:
         if math.isfinite(bound):
             schema[exclusive if is_open else inclusive] = bound
     return schema
+
+
+def sampling_properties() -> dict[str, Any]:
+    """The sampling parameters' schemas (ranges.SAMPLING), each from the range table."""
+    return {name: parameter(name) for name in ranges.SAMPLING}
 
 
 def describe(
