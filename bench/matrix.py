@@ -117,6 +117,7 @@ def stamp(command: str, inputs: str, value: dict) -> dict:
         "machine": machine(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
         "commit": commit(),
+        "load": f"{os.getloadavg()[0]:.1f}",  # a shared machine's speed depends on it
         "inputs": inputs,
     }
 
@@ -136,8 +137,8 @@ def measure_synth() -> dict:
         ppl, chunks, scored = perplexity(model, tokens, n_ctx=expected["n_ctx"])
         model.close()
         command = (
-            f"llamay perplexity tests/data/synth/{entry['file']} -f tests/data/texts/"
-            f"{expected['text']} -c {expected['n_ctx']} -b {expected['n_ctx']}"
+            f"llamay perplexity tests/data/synth/FILE -f tests/data/texts/{expected['text']} "
+            f"-c {expected['n_ctx']} -b {expected['n_ctx']}"
         )
         out[f"synth/{entry['model']}/ppl"] = stamp(
             command,
@@ -204,7 +205,7 @@ def measure_families() -> dict:
     for name in families.entries():
         value = family_measure(name, backend="cpu", threads=THREADS)
         out[f"families/{name}"] = stamp(
-            f"python bench/family_agreement.py --threads {THREADS} {name}",
+            f"python bench/family_agreement.py --threads {THREADS}",
             family_inputs(name),
             value,
         )
@@ -225,7 +226,7 @@ def measure_verify() -> dict:
     for entry in synth_reference()["files"]:
         path = SYNTH / entry["file"]
         out[f"verify/synth/{entry['model']}"] = stamp(
-            f"llamay verify tests/data/synth/{entry['file']}", sha256(path), verify_value(str(path))
+            "llamay verify tests/data/synth/FILE", sha256(path), verify_value(str(path))
         )
     out["verify/gemma"] = stamp(
         "llamay verify gemma3:270m", sha256(GEMMA_JSON), verify_value("gemma3:270m")
@@ -234,7 +235,7 @@ def measure_verify() -> dict:
         for name in families.entries():
             path = families.model_file(name, Path(tmp))
             out[f"verify/families/{name}"] = stamp(
-                f"llamay verify FILE  (FILE: tests/helpers/families.model_file({name!r}))",
+                "llamay verify FILE (FILE: tests/helpers/families.py model_file(NAME), NAME the row's)",
                 family_inputs(name),
                 verify_value(str(path)),
             )
@@ -265,9 +266,8 @@ def measure_speed() -> dict:
         )
     for entry in synth_reference()["files"]:
         path = SYNTH / entry["file"]
-        rel = f"tests/data/synth/{entry['file']}"
         out[f"speed/synth/{entry['model']}/1"] = stamp(
-            speed_command(rel, 1), sha256(path), speed_value(str(path), 1)
+            speed_command("tests/data/synth/FILE", 1), sha256(path), speed_value(str(path), 1)
         )
     return out
 
@@ -316,17 +316,28 @@ class Runs:
 
     def __init__(self) -> None:
         self.rows: list[tuple[str, str, str, str]] = []
+        self.loads: list[set[str]] = []
 
     def cite(self, record: dict) -> str:
         row = (record["command"], record["machine"], record["date"], record["commit"])
         if row not in self.rows:
             self.rows.append(row)
+            self.loads.append(set())
+        self.loads[self.rows.index(row)].add(record.get("load", "?"))
         return f"[{self.rows.index(row) + 1}](#run-{self.rows.index(row) + 1})"
 
     def table(self) -> list[str]:
-        lines = ["| run | command | machine | date | llamay commit |", "|---|---|---|---|---|"]
-        for i, (command, where, date, sha) in enumerate(self.rows, 1):
-            lines.append(f'| <a id="run-{i}"></a>{i} | `{command}` | {where} | {date} | {sha} |')
+        lines = [
+            "| run | command | machine | load average | date | llamay commit |",
+            "|---|---|---|---|---|---|",
+        ]
+        for i, ((command, where, date, sha), loads) in enumerate(
+            zip(self.rows, self.loads, strict=True), 1
+        ):
+            load = ", ".join(sorted(loads))
+            lines.append(
+                f'| <a id="run-{i}"></a>{i} | `{command}` | {where} | {load} | {date} | {sha} |'
+            )
         return lines
 
 
@@ -352,9 +363,10 @@ def render(record: dict) -> str:
         "bench/matrix.py` measures llamay's side and writes this page; llama.cpp's side comes from",
         "the references in tests/data (with the command that made them) or is measured in the same",
         "run through llama-cpp-python. Each figure cites its run [n]: the command, the machine, the",
-        "date and the llamay commit (the table at the end). CI runs `python bench/matrix.py",
-        "--check`, which recomputes the cheap parts and fails when this page is not what the current",
-        "test data gives.",
+        "date, the machine's load average when it was taken (the machine is shared: speed depends",
+        "on it, agreement and verify do not) and the llamay commit (the table at the end). CI runs",
+        "`python bench/matrix.py --check`, which recomputes the cheap parts and fails when this page",
+        "is not what the current test data gives.",
         "",
         "## Perplexity against llama.cpp",
         "",
@@ -362,6 +374,8 @@ def render(record: dict) -> str:
         "method: each chunk begins with BOS, the second half of each chunk is scored). The synth",
         "models are tiny (n_embd 256, 4 layers) and trained briefly on licence texts, so their",
         "predictions are peaked; Gemma 3 270M is the real model.",
+        "",
+        "FILE in a run's command is the row's file.",
         "",
         "| model | file | text, n_ctx | llama.cpp | llamay | ratio |",
         "|---|---|---|---|---|---|",
@@ -371,7 +385,7 @@ def render(record: dict) -> str:
         expected = entry["perplexity"]
         key = f"synth/{entry['model']}/ppl"
         ours = got.get(key)
-        ratio = f"{ours['value']['ppl'] / expected['ppl']:.4f}" if ours else missing
+        ratio = f"{ours['value']['ppl'] / expected['ppl']:.4f}" if ours else ""
         out.append(
             f"| {entry['model']} (`{entry['architecture']}`) | {entry['file']} | {expected['text']}, "
             f"{expected['n_ctx']} | {expected['ppl']} | {cell(key, lambda v: str(v['ppl']))} | {ratio} |"
@@ -379,7 +393,7 @@ def render(record: dict) -> str:
     gemma = gemma_reference()
     expected = gemma["perplexity"][0]
     ours = got.get("gemma/ppl")
-    ratio = f"{ours['value']['ppl'] / expected['ppl']:.4f}" if ours else missing
+    ratio = f"{ours['value']['ppl'] / expected['ppl']:.4f}" if ours else ""
     out.append(
         f"| Gemma 3 270M (`gemma3`) | {gemma['model']['file']} | {expected['text']}, {expected['n_ctx']} "
         f"| {expected['ppl']} | {cell('gemma/ppl', lambda v: str(v['ppl']))} | {ratio} |"
@@ -442,7 +456,8 @@ def render(record: dict) -> str:
         "",
         "The determinism checks (thread counts; a sequence alone and beside others; prefill whole,",
         "chunked and token by token; fork against cold; snapshot round trip; seeded sampling; prompt",
-        "lookup): every logit of every position compared with `==`.",
+        "lookup): every logit of every position compared with `==`. FILE in a run's command is",
+        "the row's file; the families' files are written from their recipes in tests/data/families.",
         "",
         "| model | checks passed | failed |",
         "|---|---|---|",
@@ -475,7 +490,9 @@ def render(record: dict) -> str:
         "|---|---|---|---|---|---|",
     ]
     speed_rows = [(f"speed/gemma/{t}", "Gemma 3 270M Q4_K_M", t) for t in (1, 2)]
-    speed_rows += [(f"speed/synth/{e['model']}/1", e["model"], 1) for e in synth["files"]]
+    speed_rows += [
+        (f"speed/synth/{e['model']}/1", f"{e['model']} ({e['file']})", 1) for e in synth["files"]
+    ]
     for key, label, threads in speed_rows:
         if key in got:
             v = got[key]["value"]
