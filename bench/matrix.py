@@ -293,7 +293,9 @@ def measure_shapes() -> dict:
         out[f"shapes/{name}/speed"] = stamp(
             speed_command(name, THREADS), "", speed_value(path, THREADS)
         )
-        out[f"shapes/{name}/verify"] = stamp(f"llamay verify {path}", "", verify_value(path))
+        out[f"shapes/{name}/verify"] = stamp(
+            f"llamay verify $LLAMAY_HOME/bench-models/{shape}-Q4_K_M.gguf", "", verify_value(path)
+        )
     return out
 
 
@@ -485,6 +487,10 @@ def render(record: dict) -> str:
         "at a time; medians; ratio = llamay / llama.cpp (above 1: llamay is faster). llama.cpp is",
         "llama-cpp-python 0.3.36 with its defaults. The synth models are too small for their speed to",
         "mean much beyond the fixed cost of a step; the bench shapes (below) are the sizes people run.",
+        "Speed on a shared machine moves with its load (the runs table gives it): two threads on 2",
+        "cores under a load of 9–12 show the collapse of every barrier that docs/performance.md",
+        "describes, which is why those ratios, not the rates, are the figures to read; performance.md",
+        "has a quiet machine's.",
         "",
         "| model | threads | prefill llamay / llama.cpp (t/s) | ratio | decode llamay / llama.cpp (t/s) | ratio |",
         "|---|---|---|---|---|---|",
@@ -513,7 +519,9 @@ def render(record: dict) -> str:
         "quantized to Q4_K_M by llama.cpp's quantizer (their logits mean nothing; the bytes read per",
         "token and the matrix shapes are the real model's). Teacher-forced over the first",
         f"{SHAPE_LOGITS} tokens of the GPL v3, one token at a time through both engines: the true next",
-        "token's log-probability difference and the top-1 agreement; speed as above; `llamay verify`.",
+        "token's log-probability difference and the top-1 agreement (random weights give flat,",
+        "near-tied distributions, so the top-1 agreement says less here than on a trained model);",
+        "speed as above; `llamay verify`. A shape not built yet shows the command that builds it.",
         "",
         "| shape (like) | mean / max \\|Δ log p\\| | top-1 agrees | prefill ratio | decode ratio | verify |",
         "|---|---|---|---|---|---|",
@@ -524,6 +532,10 @@ def render(record: dict) -> str:
             got.get(f"shapes/{name}/{part}") for part in ("logits", "speed", "verify")
         )
         row = [f"{name} ({shape.like})"]
+        if not (logits or speed or verify):
+            build = f"`python bench/models.py --shape {shape_name}`, then `python bench/matrix.py --only shapes`"
+            out.append(f"| {row[0]} | {missing}: {build} | | | | |")
+            continue
         row.append(
             f"{logits['value']['mean_abs_logprob_diff']} / {logits['value']['max_abs_logprob_diff']} {runs.cite(logits)}"
             if logits
