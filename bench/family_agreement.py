@@ -25,6 +25,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from helpers import families
 
 
+def measure(name: str, backend: str = "cpu", threads: int = 2) -> dict:
+    """llamay against llama.cpp's reference on the family file `name` (e.g. "granite-Q8_0"):
+    mean coarse KL, the largest |Δ log p| of llama.cpp's top token, argmax agreement over all
+    positions and over the clear ones (llama.cpp's top token ahead by 0.5 nats), and how many
+    those are."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = families.model_file(name, Path(tmp))
+        model = llamay.load(path, threads=threads, backend=backend)
+        with model.context() as ctx:
+            lp = log_softmax(ctx.feed(families.tokens(), all_logits=True).astype(np.float64))
+        model.close()
+    ids, ref = families.reference(name)
+    kl = families.coarse_kl(ids, ref, lp)
+    top1 = np.abs(np.take_along_axis(lp, ids[:, :1], axis=1)[:, 0] - ref[:, 0])
+    agree = lp.argmax(axis=1) == ids[:, 0]
+    clear = families.clear_argmax(ref, 0.5)
+    return {
+        "kl": float(f"{kl.mean():.6g}"),
+        "max_top1_delta": float(f"{top1.max():.6g}"),
+        "agree_all": round(float(agree.mean()), 6),
+        "agree_clear": round(float(agree[clear].mean()), 6),
+        "clear": int(clear.sum()),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", default=families.entries())
@@ -36,26 +61,15 @@ def main() -> None:
         "| max Δ log p(top 1) | argmax agrees (all / clear) |"
     )
     print("|---|---|---|---|---|---|")
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in args.names:
-            entry = families.index()["files"][name]
-            path = families.model_file(name, Path(tmp))
-            model = llamay.load(path, threads=args.threads, backend=args.backend)
-            with model.context() as ctx:
-                lp = log_softmax(ctx.feed(families.tokens(), all_logits=True).astype(np.float64))
-            model.close()
-            ids, ref = families.reference(name)
-            kl = families.coarse_kl(ids, ref, lp)
-            top1 = np.abs(np.take_along_axis(lp, ids[:, :1], axis=1)[:, 0] - ref[:, 0])
-            agree = lp.argmax(axis=1) == ids[:, 0]
-            clear = families.clear_argmax(ref, 0.5)
-            print(
-                f"| {entry['model']} | {entry['type']} | {kl.mean():.2g} "
-                f"| {entry['self_kl_flash_attn']:.2g} / {entry['self_kl_token_by_token']:.2g} "
-                f"| {top1.max():.2g} | {agree.mean():.1%} / {agree[clear].mean():.0%} "
-                f"({clear.sum()}) |"
-            )
-            path.unlink()
+    for name in args.names:
+        entry = families.index()["files"][name]
+        m = measure(name, args.backend, args.threads)
+        print(
+            f"| {entry['model']} | {entry['type']} | {m['kl']:.2g} "
+            f"| {entry['self_kl_flash_attn']:.2g} / {entry['self_kl_token_by_token']:.2g} "
+            f"| {m['max_top1_delta']:.2g} | {m['agree_all']:.1%} / {m['agree_clear']:.0%} "
+            f"({m['clear']}) |"
+        )
 
 
 if __name__ == "__main__":
