@@ -12,14 +12,14 @@ import os
 
 import falcon
 
-from llamay.server import anthropic, metrics, native, ollama, openai, openapi
+from llamay.server import anthropic, metrics, native, ollama, openai, openapi, rerank
 from llamay.server.config import ServerConfig
 from llamay.server.errors import error_body, family_of, from_exception
 from llamay.server.guard import Guard, RequireKey
 from llamay.server.models import ModelManager
 from llamay.server.state import ServerState
 
-FAMILIES = (openai, anthropic, ollama, native, metrics, openapi)
+FAMILIES = (openai, anthropic, ollama, native, metrics, rerank, openapi)
 
 
 def create_app(config: ServerConfig | None = None) -> falcon.App:

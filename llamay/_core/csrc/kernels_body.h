@@ -86,8 +86,12 @@ static void gated(int activation, const float *gate, const float *up, int n, flo
     for (int i = 0; i < n; i += 16) {
         const int m = n - i < 16 ? n - i : 16;
         const v16 g = v16_load_partial(gate + i, m);
-        const v16 u = v16_load_partial(up + i, m);
         v16 y;
+        if (up == NULL) { /* a plain FFN's act(x) (BERT's GELU) */
+            v16_store_partial(out + i, activation == LLAMAY_GELU_TANH ? gelu_tanh(g) : silu(g), m);
+            continue;
+        }
+        const v16 u = v16_load_partial(up + i, m);
         if (activation == LLAMAY_SWIGLU_OAI) {
             y = swiglu_oai(g, u);
         } else {
