@@ -98,7 +98,10 @@ def run_checks(model: str | os.PathLike[str] | None = None) -> Iterator[Check]:
         try:
             main = models[counts[-1]]
             sequence = token_stream(main, SEQUENCE)
-            steps: list[tuple[str, Callable[[str], Check]]] = [
+            steps: list[tuple[str, Callable[[str], Check]]] = (
+                encoder_steps(models, main, sequence) if not main.hparams.causal else []
+            )
+            steps = steps or [
                 (
                     f"thread counts ({', '.join(map(str, counts))})",
                     lambda name: check_thread_counts(name, models, sequence),
@@ -119,6 +122,7 @@ def run_checks(model: str | os.PathLike[str] | None = None) -> Iterator[Check]:
                 ("seeded sampling", lambda name: check_sampling(name, models, sequence[:40])),
                 ("prompt lookup (on, off)", lambda name: check_lookup(name, main)),
             ]
+            # (an encoder's steps replace the decoder's: it has no generation, forks or chunks)
             for name, step in steps:
                 started = time.perf_counter()
                 try:
@@ -132,6 +136,36 @@ def run_checks(model: str | os.PathLike[str] | None = None) -> Iterator[Check]:
         finally:
             for m in models.values():
                 m.close()
+
+
+def encoder_steps(
+    models: dict[int, Model], main: Model, sequence: list[int]
+) -> list[tuple[str, Callable[[str], Check]]]:
+    """An encoder's checks (embedding models, rerankers): its pooled outputs of a few inputs
+    are the same bits at every thread count, and alone or batched with the others."""
+    inputs = [sequence[:n] for n in (5, 37, 64, 100)]
+
+    def outputs(model: Model, together: bool) -> list[np.ndarray]:
+        run = model.rerank_ids if model.is_reranker else model.embed_many
+        if together:
+            return [np.atleast_1d(np.asarray(v)) for v in run(inputs)]
+        return [np.atleast_1d(np.asarray(run([one])[0])) for one in inputs]
+
+    def threads(name: str) -> Check:
+        first, *rest = models.values()
+        expected = outputs(first, True)
+        return compare_logits(
+            name, [(e, g) for m in rest for e, g in zip(expected, outputs(m, True), strict=True)]
+        )
+
+    def company(name: str) -> Check:
+        return compare_logits(name, zip(outputs(main, False), outputs(main, True), strict=True))
+
+    counts = ", ".join(map(str, models))
+    return [
+        (f"embedding thread counts ({counts})", threads),
+        ("embedding batch company (alone, beside 3 others)", company),
+    ]
 
 
 def token_stream(model: Model, n: int, offset: int = 0) -> list[int]:

@@ -100,3 +100,15 @@ def test_an_encoder_context_takes_one_feed(files):
                 model.forward_batch([(ctx, [300])], "hidden")
     finally:
         model.close()
+
+
+@pytest.mark.parametrize("name", ["bert-mean-Q8_0", "bert-rerank-Q8_0"])
+def test_llamay_verify_runs_the_encoder_checks(files, name):
+    from llamay.verify import run_checks
+
+    checks = list(run_checks(files[name]))
+    assert [c.name.split(" (")[0] for c in checks] == [
+        "embedding thread counts",
+        "embedding batch company",
+    ]
+    assert all(c.passed for c in checks), [c.figure for c in checks]
