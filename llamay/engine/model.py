@@ -403,8 +403,9 @@ class Model:
             ctx.check_open()
             if not self.hparams.causal and ctx.n_tokens:
                 raise LlamayError(
-                    f"{self.path.name} is an encoder: its tokens see the whole input, which "
-                    "must come in one feed to an empty context"
+                    f"{self.path.name} is an encoder (an embedding or reranking model): it "
+                    "does not generate text, and its tokens see the whole input, which must "
+                    "come in one feed to an empty context; use embed() or rerank()"
                 )
             if len(ids) == 0:
                 raise ValueError("an item of forward_batch has no tokens")
