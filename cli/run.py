@@ -163,9 +163,7 @@ def _default(name: str) -> Any:
 @click.option(
     "--kv-type",
     type=click.Choice(KV_TYPES, case_sensitive=False),
-    default="F16",
-    show_default=True,
-    help="Element type of the KV cache.",
+    help="Element type of the KV cache. [default: F16; F32 for embedding models]",
 )
 @click.option(
     "-c",
@@ -190,7 +188,7 @@ def run(
     prompt: str | None,
     threads: int | None,
     lookup: int,
-    kv_type: str,
+    kv_type: str | None,
     n_ctx: int | None,
     raw: bool,
     hide_thinking: bool,
@@ -245,7 +243,7 @@ def run(
     if n_ctx is None and isinstance(layer.get("num_ctx"), int) and layer["num_ctx"] > 0:
         n_ctx = layer["num_ctx"]
     loaded = llamay.load(
-        model, threads=threads, n_ctx=n_ctx, kv_type=kv_type.upper(), lookup=lookup
+        model, threads=threads, n_ctx=n_ctx, kv_type=kv_type and kv_type.upper(), lookup=lookup
     )
     try:
         if prompt is None:

@@ -62,9 +62,7 @@ from llamay.state.layout import KV_TYPES
 @click.option(
     "--kv-type",
     type=click.Choice(KV_TYPES, case_sensitive=False),
-    default="F16",
-    show_default=True,
-    help="Element type of the KV cache.",
+    help="Element type of the KV cache. [default: F16; F32 for embedding models]",
 )
 @click.option(
     "--max-memory",
@@ -191,7 +189,7 @@ def serve(
     n_ctx: int | None,
     model_threads: int | None,
     lookup: int,
-    kv_type: str,
+    kv_type: str | None,
     max_memory: str | None,
     keep_alive: str,
     model_dirs: tuple[Path, ...],
@@ -231,7 +229,7 @@ def serve(
         n_ctx=n_ctx,
         model_threads=model_threads,
         lookup=lookup,
-        kv_type=kv_type.upper(),
+        kv_type=kv_type and kv_type.upper(),
         memory_budget=_size(max_memory, "--max-memory") if max_memory else None,
         keep_alive=_duration(keep_alive, "--keep-alive"),
         max_body_bytes=_size(max_body, "--max-body"),

@@ -25,11 +25,10 @@ BUILTIN = "built-in synthetic model"
 @click.option(
     "--kv-type",
     type=click.Choice(KV_TYPES, case_sensitive=False),
-    default="F16",
-    show_default=True,
-    help="Element type of the KV cache the checks run with.",
+    help="Element type of the KV cache the checks run with. [default: the model's: F16, or F32 "
+    "for embedding models]",
 )
-def verify(model: str | None, as_json: bool, kv_type: str) -> None:
+def verify(model: str | None, as_json: bool, kv_type: str | None) -> None:
     """Check that MODEL computes the same logits however it is run.
 
     The same tokens are evaluated with 1, 2 and all threads; alone and beside three other
@@ -40,7 +39,7 @@ def verify(model: str | None, as_json: bool, kv_type: str) -> None:
     """
     started = time.perf_counter()
     checks = []
-    for check in run_checks(model, kv_type=kv_type.upper()):
+    for check in run_checks(model, kv_type=kv_type and kv_type.upper()):
         checks.append(check)
         if not as_json:
             status = "PASS" if check.passed else "FAIL"

@@ -60,8 +60,10 @@ def load(
     threads: OpenMP threads per forward step (default: every core this process may use).
     n_ctx: the most tokens one context holds (default: min(4096, the training context)).
     kv_memory: the KV cache budget, in bytes or as a size ("2GiB"); default: room for four full
-    contexts. Further options, as Model takes them: kv_type "F16" (llama.cpp's default), "F32"
-    or "q8_0" (ggml's Q8_0 blocks: 17/32 of F16's bytes; head sizes a multiple of 32); page_tokens, the KV page size (16, 32 or 64); n_batch, the most tokens one forward
+    contexts. Further options, as Model takes them: kv_type "F16" (llama.cpp's default; an
+    encoder's default is "F32", as llama.cpp keeps its keys and values), "F32" or "q8_0" (ggml's
+    Q8_0 blocks: 17/32 of F16's bytes; head sizes a multiple of 32); page_tokens, the KV page
+    size (16, 32 or 64); n_batch, the most tokens one forward
     step takes; backend, "cpu" (the default) or "reference" (NumPy float64, slow: the spec the
     CPU backend is tested against); kernels, "best" or a CPU kernel set ("reference", "avx2",
     "avx512"), every set giving the same logits; prefix_cache (default True): keep full KV pages

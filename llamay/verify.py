@@ -82,10 +82,10 @@ def compare_logits(name: str, pairs: Iterable[tuple[np.ndarray, np.ndarray]]) ->
 
 
 def run_checks(
-    model: str | os.PathLike[str] | None = None, kv_type: str = "F16"
+    model: str | os.PathLike[str] | None = None, kv_type: str | None = None
 ) -> Iterator[Check]:
     """The checks on MODEL (a path or store name), or on the built-in synthetic model when
-    None, with its KV cache of `kv_type`, each yielded as it finishes. A check that raises
+    None, with its KV cache of `kv_type` (None: the model's default), each yielded as it finishes. A check that raises
     fails, naming the error."""
     path = None if model is None else resolve_model(model)
     with tempfile.TemporaryDirectory(prefix="llamay-verify-") as tmp:
@@ -102,7 +102,10 @@ def run_checks(
         try:
             main = models[counts[-1]]
             sequence = token_stream(main, SEQUENCE)
-            steps: list[tuple[str, Callable[[str], Check]]] = [
+            steps: list[tuple[str, Callable[[str], Check]]] = (
+                encoder_steps(models, main, sequence) if not main.hparams.causal else []
+            )
+            steps = steps or [
                 (
                     f"thread counts ({', '.join(map(str, counts))})",
                     lambda name: check_thread_counts(name, models, sequence),
@@ -123,6 +126,7 @@ def run_checks(
                 ("seeded sampling", lambda name: check_sampling(name, models, sequence[:40])),
                 ("prompt lookup (on, off)", lambda name: check_lookup(name, main)),
             ]
+            # (an encoder's steps replace the decoder's: it has no generation, forks or chunks)
             for name, step in steps:
                 started = time.perf_counter()
                 try:
@@ -136,6 +140,36 @@ def run_checks(
         finally:
             for m in models.values():
                 m.close()
+
+
+def encoder_steps(
+    models: dict[int, Model], main: Model, sequence: list[int]
+) -> list[tuple[str, Callable[[str], Check]]]:
+    """An encoder's checks (embedding models, rerankers): its pooled outputs of a few inputs
+    are the same bits at every thread count, and alone or batched with the others."""
+    inputs = [sequence[:n] for n in (5, 37, 64, 100)]
+
+    def outputs(model: Model, together: bool) -> list[np.ndarray]:
+        run = model.rerank_ids if model.is_reranker else model.embed_many
+        if together:
+            return [np.atleast_1d(np.asarray(v)) for v in run(inputs)]
+        return [np.atleast_1d(np.asarray(run([one])[0])) for one in inputs]
+
+    def threads(name: str) -> Check:
+        first, *rest = models.values()
+        expected = outputs(first, True)
+        return compare_logits(
+            name, [(e, g) for m in rest for e, g in zip(expected, outputs(m, True), strict=True)]
+        )
+
+    def company(name: str) -> Check:
+        return compare_logits(name, zip(outputs(main, False), outputs(main, True), strict=True))
+
+    counts = ", ".join(map(str, models))
+    return [
+        (f"embedding thread counts ({counts})", threads),
+        ("embedding batch company (alone, beside 3 others)", company),
+    ]
 
 
 def token_stream(model: Model, n: int, offset: int = 0) -> list[int]:

@@ -127,6 +127,15 @@ cdef class Engine:
         c.tok_embd_type = spec.token_embd.type_id
         c.output_norm = self._floats(spec.output_norm)
         self._linear(&c.output, spec.output, kernel_set)
+        c.bidirectional = not spec.causal
+        c.type_embd = self._floats(spec.type_embd)
+        if spec.pos_embd is not None:
+            c.pos_embd = self._bytes(spec.pos_embd.data)
+            c.pos_embd_type = spec.pos_embd.type_id
+            c.n_pos = spec.pos_embd.shape[1]
+        if spec.embd_norm is not None:
+            c.embd_norm = self._floats(spec.embd_norm[0])
+            c.embd_norm_b = self._floats(spec.embd_norm[1])
         c.n_ropes = len(spec.ropes)
         for r, rope in enumerate(spec.ropes):
             self._rope(&c.ropes[r], rope)
@@ -163,6 +172,13 @@ cdef class Engine:
             l.residual_scale = layer.residual_scale
             l.parallel = layer.parallel
             l.sinks = self._floats(layer.sinks)
+            if layer.attn_out_norm is not None:
+                l.attn_out_norm = self._floats(layer.attn_out_norm[0])
+                l.attn_out_norm_b = self._floats(layer.attn_out_norm[1])
+            if layer.layer_out_norm is not None:
+                l.layer_out_norm = self._floats(layer.layer_out_norm[0])
+                l.layer_out_norm_b = self._floats(layer.layer_out_norm[1])
+            l.plain_ffn = not layer.gated
         c.layers = self.layers
         c.kernels = _table(kernel_set)
 
@@ -362,6 +378,7 @@ cdef class Engine:
         if tables == NULL:
             raise MemoryError()
         cdef llamay_batch batch
+        cdef const int32_t[::1] last
         try:
             views = [_page_table(t, kv) for t in page_tables]
             for i in range(n):
@@ -379,11 +396,23 @@ cdef class Engine:
                         f"position {p} has no page: the sequence has {table.shape[0]} pages "
                         f"of {kv.page_tokens} tokens"
                     )
+                if self.c.pos_embd != NULL and p >= self.c.n_pos:
+                    raise ValueError(
+                        f"position {p} is past the model's {self.c.n_pos} learned positions"
+                    )
                 tables[i] = &table[0]
+            if self.c.bidirectional:
+                # each token sees its sequence up to the sequence's last position in the step
+                seq = np.asarray(sequence)
+                ends = np.full(len(page_tables), -1, dtype=np.int64)
+                np.maximum.at(ends, seq, np.asarray(positions))
+                last = np.ascontiguousarray(ends[seq], dtype=np.int32)
             batch = _batch(n, &tokens[0], &positions[0], tables, n_logits,
                            &logit_tokens[0] if n_logits else NULL,
                            &logits[0, 0] if n_logits else NULL)
             batch.hidden = hidden
+            if self.c.bidirectional:
+                batch.last_positions = &last[0]
             with nogil:
                 llamay_forward(&self.c, kv, self.scratch, &batch, self.threads)
         finally:
@@ -402,6 +431,7 @@ cdef llamay_batch _batch(int n, const int32_t *tokens, const int32_t *positions,
     b.logit_tokens = logit_tokens
     b.logits = logits
     b.hidden = 0
+    b.last_positions = NULL
     return b
 
 

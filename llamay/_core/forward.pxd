@@ -119,6 +119,11 @@ cdef extern from "forward.h" nogil:
         float residual_scale
         int parallel
         const float *sinks
+        const float *attn_out_norm
+        const float *attn_out_norm_b
+        const float *layer_out_norm
+        const float *layer_out_norm_b
+        int plain_ffn
     ctypedef struct llamay_model:
         int n_embd, n_layer, n_vocab, head_dim, activation, norm
         float norm_eps, attn_scale, attn_softcap, final_softcap, embd_scale, logit_scale
@@ -130,6 +135,12 @@ cdef extern from "forward.h" nogil:
         llamay_rope ropes[2]
         const llamay_layer *layers
         const llamay_kernels *kernels
+        int bidirectional
+        const float *type_embd
+        const uint8_t *pos_embd
+        int pos_embd_type, n_pos
+        const float *embd_norm
+        const float *embd_norm_b
     ctypedef struct llamay_batch:
         int n_tokens
         const int32_t *tokens
@@ -139,6 +150,7 @@ cdef extern from "forward.h" nogil:
         const int32_t *logit_tokens
         float *logits
         int hidden
+        const int32_t *last_positions
     ctypedef struct llamay_scratch:
         pass
     llamay_scratch *llamay_scratch_new(const llamay_model *m, int max_tokens)

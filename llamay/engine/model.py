@@ -24,6 +24,7 @@ import numpy as np
 from llamay import backends, gguf
 from llamay.backends import Batch
 from llamay.engine.generate import Generation, generate
+from llamay.engine.pooling import RankHead, finished, pooled
 from llamay.engine.ranges import check
 from llamay.engine.scheduler import Scheduler
 from llamay.errors import ContextOverflow, LlamayError
@@ -56,7 +57,7 @@ class Model:
         threads: int | None = None,
         n_ctx: int | None = None,
         kv_memory: int | str | None = None,
-        kv_type: str = "F16",
+        kv_type: str | None = None,
         page_tokens: int = 32,
         n_batch: int = DEFAULT_N_BATCH,
         kernels: str = "best",
@@ -77,6 +78,12 @@ class Model:
             raise ValueError(f"n_ctx must be at least 1, not {self.n_ctx}")
         if n_batch < 1:
             raise ValueError(f"n_batch must be at least 1, not {n_batch}")
+        if not hp.causal:
+            # An encoder's token sees every token of its sequence, so a sequence runs in one
+            # step (as llama.cpp requires n_ubatch >= n_tokens), and a prefix's pages depend
+            # on what follows it: nothing is shared through the prefix tree.
+            n_batch = max(n_batch, self.n_ctx)
+            prefix_cache = False
         self.n_batch = n_batch
         check("lookup", lookup)
         # generate()'s prompt-lookup default: a speed knob only, the tokens are the same bits
@@ -84,7 +91,15 @@ class Model:
         self.tokenizer: Tokenizer = read_tokenizer(self.file)
         spec = model_spec(self.file, hp, self.n_ctx)
         self.n_vocab = spec.n_vocab
+        # how embed() pools (llamay.engine.pooling), and a reranker's head
+        self.pooling: str = hp.pooling
+        self._rank_head = RankHead(spec) if hp.pooling == "rank" else None
 
+        if kv_type is None:
+            # llama.cpp's default is an F16 cache; an encoder has no cache there, its keys and
+            # values stay float32 (and rounding them to F16 moves a Q8_0 nomic-bert's
+            # embeddings from 0.9999992 to 0.99993 cosine of llama.cpp's)
+            kv_type = "F16" if hp.causal else "F32"
         try:
             layout = KVLayout(
                 hp.n_layer, max(hp.n_head_kv), spec.head_dim, page_tokens, kv_type.upper()
@@ -150,18 +165,85 @@ class Model:
         batched together on the model's scheduler."""
         return generate(self, prompt, **params)
 
-    def embed(self, text_or_ids: str | Sequence[int], normalize: bool = True) -> np.ndarray:
-        """An embedding of the text: the mean over its tokens of the final-normed hidden state
-        (float32, (n_embd,)), scaled to unit length when normalize."""
+    def embed(
+        self,
+        text_or_ids: str | Sequence[int],
+        normalize: bool = True,
+        dimensions: int | None = None,
+    ) -> np.ndarray:
+        """An embedding of the text (float32): its hidden states pooled as the file says
+        (`pooling`: mean, cls or last; a decoder's: the mean of its final-normed states), the
+        first `dimensions` components kept (Matryoshka), scaled to unit length when
+        normalize."""
+        return self.embed_many([text_or_ids], normalize, dimensions)[0]
+
+    def embed_many(
+        self,
+        inputs: Sequence[str | Sequence[int]],
+        normalize: bool = True,
+        dimensions: int | None = None,
+    ) -> list[np.ndarray]:
+        """The embedding of each input (see embed), computed in shared forward passes: each
+        is the same, bit for bit, as when embedded alone."""
+        if self._rank_head is not None:
+            raise LlamayError(
+                f"{self.path.name} is a reranker (pooling_type rank): it scores query and "
+                "document pairs (Model.rerank, /v1/rerank), and gives no embeddings"
+            )
+        vectors = self._pooled([self._ids(item) for item in inputs])
+        return [finished(vector, normalize, dimensions) for vector in vectors]
+
+    def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
+        """A cross-encoder's relevance score of each document for the query (the classification
+        head's first output, unbounded, as llama.cpp's), each pair tokenized as
+        [CLS] query [SEP] document [SEP] (BOS query EOS/SEP document for other vocabularies)."""
+        head = self.tokenize(query)
+        return self.rerank_ids([head + self.tokenize(doc, add_bos=False) for doc in documents])
+
+    def rerank_ids(self, sequences: Sequence[Sequence[int]]) -> list[float]:
+        """The classification head's first output for each token sequence (a pair already
+        joined), each the same bit for bit whatever else shares its forward pass."""
+        if self._rank_head is None:
+            raise LlamayError(
+                f"{self.path.name} is not a reranker: it has no classification head "
+                f"(pooling_type is {self.pooling})"
+            )
+        sequences = [self._ids(ids) for ids in sequences]
+        return [float(self._rank_head.scores(v)[0]) for v in self._pooled(sequences)]
+
+    @property
+    def is_reranker(self) -> bool:
+        return self._rank_head is not None
+
+    def _ids(self, text_or_ids: str | Sequence[int]) -> list[int]:
         ids = self.tokenize(text_or_ids) if isinstance(text_or_ids, str) else list(text_or_ids)
         if not ids:
             raise LlamayError("there is no text to embed")
-        with self.context() as context:
-            hidden = self.forward_batch([(context, ids)], "hidden")[0]
-        vector = hidden.astype(np.float64).mean(axis=0)
-        if normalize:
-            vector /= max(float(np.linalg.norm(vector)), 1e-12)
-        return vector.astype(np.float32)
+        return ids
+
+    def _pooled(self, sequences: list[list[int]]) -> list[np.ndarray]:
+        """Each sequence's pooled hidden state, in groups that fit a step and the KV pages."""
+        budget = max(1, self.kv_cache.stats()["pages_total"] // 2)
+        vectors: list[np.ndarray] = []
+        start = 0
+        while start < len(sequences):
+            end, tokens, pages = start, 0, 0
+            while end < len(sequences):
+                n = len(sequences[end])
+                need = -(-n // self.page_tokens)
+                if end > start and (tokens + n > self.n_batch or pages + need > budget):
+                    break
+                end, tokens, pages = end + 1, tokens + n, pages + need
+            contexts = [self.context() for _ in range(start, end)]
+            try:
+                items = list(zip(contexts, sequences[start:end], strict=True))
+                hidden = self.forward_batch(items, "hidden")
+            finally:
+                for context in contexts:
+                    context.close()
+            vectors += [pooled(h, self.pooling) for h in hidden]
+            start = end
+        return vectors
 
     @property
     def n_embd(self) -> int:
@@ -269,7 +351,6 @@ class Model:
         """The forward steps of forward_batch, over pages already reserved; each item's rows
         of outputs where its mode is "all" or "hidden", else None."""
         starts = np.cumsum([0, *(len(ids) for _, ids in feeds)])
-        n_tokens = int(starts[-1])
         # which tokens' outputs to compute (in batch order), and where each item's rows begin
         wanted_parts = []
         for i, mode in enumerate(modes):
@@ -292,8 +373,7 @@ class Model:
         tables = [ctx.page_list.ids for ctx, _ in feeds]
         if not all(self.kv_cache.in_use(table) for table in tables):
             raise LlamayError("a page table names a page not in use: the KV state is damaged")
-        for begin in range(0, n_tokens, self.n_batch):
-            end = min(begin + self.n_batch, n_tokens)
+        for begin, end in self._steps(starts):
             rows = np.flatnonzero((wanted >= begin) & (wanted < end))  # consecutive
             self.executor.step(
                 Batch(
@@ -314,6 +394,19 @@ class Model:
             outputs.append(mine if mode in ("all", "hidden") else None)
         return outputs
 
+    def _steps(self, starts: np.ndarray) -> list[tuple[int, int]]:
+        """The steps' token ranges: n_batch tokens each; for an encoder whole items, as many as
+        fit (each item fits: n_batch >= n_ctx)."""
+        n_tokens = int(starts[-1])
+        if self.hparams.causal:
+            return [(b, min(b + self.n_batch, n_tokens)) for b in range(0, n_tokens, self.n_batch)]
+        steps, begin = [], 0
+        for end, next_end in zip(starts[1:], [*starts[2:], None], strict=True):
+            if next_end is None or next_end - begin > self.n_batch:
+                steps.append((begin, int(end)))
+                begin = int(end)
+        return steps
+
     def _check_feeds(self, feeds: list[tuple[Context, np.ndarray]]) -> None:
         seen = set()
         for ctx, ids in feeds:
@@ -323,6 +416,12 @@ class Model:
                 raise ValueError("a context appears twice in one forward_batch; join its tokens")
             seen.add(id(ctx))
             ctx.check_open()
+            if not self.hparams.causal and ctx.n_tokens:
+                raise LlamayError(
+                    f"{self.path.name} is an encoder (an embedding or reranking model): it "
+                    "does not generate text, and its tokens see the whole input, which must "
+                    "come in one feed to an empty context; use embed() or rerank()"
+                )
             if len(ids) == 0:
                 raise ValueError("an item of forward_batch has no tokens")
             if ids.min() < 0 or ids.max() >= self.n_vocab:

@@ -13,12 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Norms = Literal["pre", "post", "pre+post"]
+Norms = Literal["pre", "post", "pre+post", "post-add"]
 QKNorm = Literal["none", "head", "projection"]
 NormKind = Literal["rms", "layer"]
 Gating = Literal["softmax", "softmax_weight"]
 ExpertActivation = Literal["silu", "swiglu_oai"]
 SharedExpert = Literal["none", "gated", "plain"]
+Positions = Literal["rope", "absolute"]
+# llama_pooling_type (llama.h), by the number {arch}.pooling_type holds
+POOLINGS = ("none", "mean", "cls", "last", "rank")
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,8 @@ class Family:
     # The FFN's gate activation: silu(gate) * up, or gelu_tanh(gate) * up (Gemma's GeGLU).
     activation: Literal["silu", "gelu_tanh"] = "silu"
     # Where the norms sit: before attention and FFN ("pre", Llama), on their outputs before
-    # the residual add ("post", OLMo 2), or both (Gemma 2/3).
+    # the residual add ("post", OLMo 2), or both (Gemma 2/3); "post-add": on the residual
+    # stream after each add (BERT: attn_output_norm, layer_output_norm, LayerNorms with biases).
     norms: Norms = "pre"
     # Which norm: RMS (almost everyone) or LayerNorm without bias (Cohere: ggml_norm, its eps
     # read from attention.layer_norm_epsilon). Query/key norms are always RMS.
@@ -85,6 +89,20 @@ class Family:
     # The spec builder takes a fused attn_qkv wherever a file has one; the writer writes them.
     fused_qkv: bool = False
     fused_gate_up: bool = False
+    # An encoder (BERT): every token attends to every token of its sequence, earlier or later
+    # ({arch}.attention.causal where the file says so); a step holds whole sequences.
+    causal: bool = True
+    # "absolute": learned position embeddings (position_embd) added to the token embeddings,
+    # and no RoPE (BERT); "rope": rotary positions in every layer that has them.
+    positions: Positions = "rope"
+    # The FFN: act(gate) * up (gated), or act(up) with no gate (BERT's GELU FFN).
+    gated_ffn: bool = True
+    # BERT: the embeddings (plus token type 0's row, plus positions) are LayerNormed
+    # (token_embd_norm, with its bias), and there is no output norm.
+    embedding_norm: bool = False
+    output_norm: bool = True
+    # The pooling of an embedding model when the file has no {arch}.pooling_type (POOLINGS).
+    pooling: str = "none"
     # Linear layers the synthetic writer gives biases (the spec builder takes any bias a file has).
     biases: tuple[str, ...] = ()
     # Gemma: token embeddings multiplied by sqrt(n_embd), in fp32.
@@ -136,6 +154,10 @@ class Family:
     @property
     def post_norms(self) -> bool:
         return self.norms in ("post", "pre+post")
+
+    @property
+    def post_add_norms(self) -> bool:
+        return self.norms == "post-add"
 
     @property
     def ffn_norm(self) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from llamay.errors import ModelFormatError
-from llamay.models.family import Family
+from llamay.models.family import POOLINGS, Family
 from llamay.models.registry import family_of
 
 # llama_context's defaults for YaRN (common_params yarn_beta_fast / yarn_beta_slow).
@@ -70,6 +70,9 @@ class HParams:
     n_expert: int = 0
     n_expert_used: int = 0
     n_ff_shexp: int = 0
+    # encoders: attention over the whole sequence, and how an embedding is pooled (POOLINGS)
+    causal: bool = True
+    pooling: str = "none"
 
 
 def from_metadata(metadata: dict[str, Any]) -> HParams:
@@ -163,6 +166,7 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
         swa_freq_scale, swa_ext_factor, swa_attn_factor = 1.0, 0.0, 1.0
     # Granite: RoPE on unless rope.scaling.finetuned says false.
     use_rope = not family.rope_switch or bool(get("rope.scaling.finetuned", True))
+    use_rope = use_rope and family.positions == "rope"  # BERT: learned absolute positions
 
     n_expert = n_expert_used = n_ff_shexp = 0
     experts = family.experts
@@ -184,6 +188,13 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
                 n_ff_shexp = read.count(
                     "expert_shared_feed_forward_length", 0, low=0, high=_MAX_DIM
                 )
+
+    # llama.cpp: attention.causal (encoders read it; absent: the architecture's default) and
+    # pooling_type, a llama_pooling_type number
+    causal = bool(get("attention.causal", family.causal)) if not family.causal else True
+    pooling_id = read.count("pooling_type", POOLINGS.index(family.pooling), low=0, high=2**32)
+    if pooling_id >= len(POOLINGS):
+        raise ModelFormatError(f"GGUF metadata {arch}.pooling_type = {pooling_id} is unknown")
 
     return HParams(
         arch=arch,
@@ -223,6 +234,8 @@ def from_metadata(metadata: dict[str, Any]) -> HParams:
         n_expert=n_expert,
         n_expert_used=n_expert_used,
         n_ff_shexp=n_ff_shexp,
+        causal=causal,
+        pooling=POOLINGS[pooling_id],
     )
 
 

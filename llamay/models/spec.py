@@ -10,7 +10,7 @@ are converted to float32 here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -99,6 +99,14 @@ class Block:
     # gpt-oss: one logit per query head, in every softmax's denominator (float32 (n_head,)).
     sinks: np.ndarray | None = None
     moe: Moe | None = None
+    # BERT: LayerNorms (weight, bias) of the stream after attention's residual add and after
+    # the FFN's (None: none).
+    attn_out_norm: tuple[np.ndarray, np.ndarray | None] | None = None
+    layer_out_norm: tuple[np.ndarray, np.ndarray | None] | None = None
+    # False: the FFN is act(up), with no gate (BERT).
+    gated: bool = True
+    # False: a token attends to every position of its sequence, later ones too (encoders).
+    causal: bool = True
 
     @property
     def fused_qkv(self) -> bool:
@@ -106,7 +114,7 @@ class Block:
 
     @property
     def fused_gate_up(self) -> bool:
-        return self.gate is None and self.up is not None
+        return self.gated and self.gate is None and self.up is not None
 
     @property
     def has_ffn(self) -> bool:
@@ -140,10 +148,22 @@ class ModelSpec:
     embd_scale: float  # multiplies the token embeddings (1: none)
     logit_scale: float  # multiplies the logits (1: none)
     token_embd: Tensor
-    output_norm: np.ndarray
+    output_norm: np.ndarray | None  # None: the last layer's output as it is (BERT)
     output: Linear
     ropes: tuple[Rope, ...]
     layers: tuple[Block, ...]
+    # Encoders: what is added to each token embedding (token type 0's row, float32 (n_embd,);
+    # the learned position embeddings, a (n_pos, n_embd) table), and the LayerNorm (weight,
+    # bias) of the sum.
+    type_embd: np.ndarray | None = None
+    pos_embd: Tensor | None = None
+    embd_norm: tuple[np.ndarray, np.ndarray | None] | None = None
+    # How an embedding is pooled (family.POOLINGS), and a reranker's classification head:
+    # tanh(cls x) then cls_out (None: not a reranker, or no second projection).
+    pooling: str = "none"
+    cls: Linear | None = None
+    cls_out: Linear | None = None
+    causal: bool = True
 
     @property
     def family(self) -> Family:
@@ -171,6 +191,7 @@ def model_spec(gg: GGUFFile, hp: HParams, n_ctx: int) -> ModelSpec:
     dims = Dims(n_vocab, hp.n_embd, 1, 1, hp.head_dim_k, 1, hp.n_rot, False, "none")
     tied = family.output_is_embedding or not tensors.has(name_of(family, "output"))
     output = tensors.linear("token_embd" if tied else "output", None, dims)
+    encoder = _encoder_parts(tensors, hp, dims)
 
     ropes = rope_configs(gg, hp, n_ctx)
     layers = tuple(_block(tensors, hp, il, n_vocab, len(ropes)) for il in range(hp.n_layer))
@@ -183,11 +204,49 @@ def model_spec(gg: GGUFFile, hp: HParams, n_ctx: int) -> ModelSpec:
         embd_scale=hp.embd_scale,
         logit_scale=hp.logit_scale,
         token_embd=embd,
-        output_norm=tensors.vector("output_norm", None, dims),
+        output_norm=tensors.vector("output_norm", None, dims) if family.output_norm else None,
         output=output,
         ropes=tuple(ropes),
         layers=layers,
+        pooling=hp.pooling,
+        causal=hp.causal,
+        **encoder,
     )
+
+
+def _encoder_parts(tensors: _Tensors, hp: HParams, dims: Dims) -> dict:
+    """An encoder's inputs and head, each where the file has it: token type 0's row, learned
+    positions, the embeddings' LayerNorm, and a reranker's classification head (cls and
+    cls.output, with biases; llama.cpp requires cls's bias)."""
+    family, parts = hp.family, {}
+    if tensors.has(name_of(family, "token_types")):
+        types = tensors.matrix(name_of(family, "token_types"), None, hp.n_embd)
+        parts["type_embd"] = np.ascontiguousarray(types.dequantize()[0], dtype=np.float32)
+    if family.positions == "absolute":
+        pos = tensors.matrix(name_of(family, "position_embd"), None, hp.n_embd)
+        if pos.shape[1] < hp.n_ctx_train:
+            raise ModelFormatError(
+                f"{tensors.path}: position_embd has {pos.shape[1]} rows for a context of "
+                f"{hp.n_ctx_train}"
+            )
+        parts["pos_embd"] = pos
+    if family.embedding_norm:
+        parts["embd_norm"] = tensors.norm("token_embd_norm", None, dims)
+    if hp.pooling == "rank":
+        if not tensors.has(name_of(family, "cls")):
+            raise ModelFormatError(
+                f"{tensors.path}: pooling_type is rank, but the file has no classification "
+                "head (cls.weight)"
+            )
+        parts["cls"] = tensors.linear("cls", None, dims)
+        if parts["cls"].bias is None:
+            raise ModelFormatError(f"{tensors.path}: the classification head has no cls.bias")
+        if tensors.has(name_of(family, "cls_output")):
+            n_cls_out = tensors.shape(name_of(family, "cls_output"))[-1]
+            parts["cls_out"] = tensors.linear(
+                "cls_output", None, replace(dims, n_cls_out=n_cls_out)
+            )
+    return parts
 
 
 def rope_configs(gg: GGUFFile, hp: HParams, n_ctx: int) -> tuple[Rope, ...]:
@@ -250,7 +309,7 @@ def _block(tensors: _Tensors, hp: HParams, il: int, n_vocab: int, n_ropes: int) 
         n_ff_shexp=n_ff,
     )
     fused_qkv = tensors.has(name_of(family, "attn_qkv", il))
-    pre, post = family.pre_norms, family.post_norms
+    pre, post, post_add = family.pre_norms, family.post_norms, family.post_add_norms
     qk_norm = family.qk_norm != "none"
     swa = hp.swa_layers[il]
 
@@ -261,7 +320,8 @@ def _block(tensors: _Tensors, hp: HParams, il: int, n_vocab: int, n_ropes: int) 
         return tensors.linear(role, il, dims)
 
     if not experts:
-        gate = None if family.fused_gate_up else linear("ffn_gate")
+        gated = family.gated_ffn and not family.fused_gate_up
+        gate = linear("ffn_gate") if gated else None
         up, down = linear("ffn_up"), linear("ffn_down")
     elif shared:
         gate, up, down = (linear(role) for role in SHARED)
@@ -291,6 +351,10 @@ def _block(tensors: _Tensors, hp: HParams, il: int, n_vocab: int, n_ropes: int) 
         parallel=family.parallel,
         sinks=vector("attn_sinks", family.attn_sinks),
         moe=_moe(tensors, hp, il, dims) if experts else None,
+        attn_out_norm=tensors.norm("attn_output_norm", il, dims) if post_add else None,
+        layer_out_norm=tensors.norm("layer_output_norm", il, dims) if post_add else None,
+        gated=family.gated_ffn,
+        causal=hp.causal,
     )
 
 
@@ -400,6 +464,12 @@ class _Tensors:
                 f"{self.path}: tensor {name} has shape {list(t.shape)}; expected {n} values"
             )
         return np.ascontiguousarray(t.dequantize().reshape(n), dtype=np.float32)
+
+    def norm(self, role: str, il: int | None, dims: Dims) -> tuple[np.ndarray, np.ndarray | None]:
+        """A norm's weight and, where the file has one, its bias (BERT's LayerNorms)."""
+        has_bias = self.has(name_of(self.family, role, il, "bias"))
+        bias = self.vector(role, il, dims, "bias") if has_bias else None
+        return self.vector(role, il, dims), bias
 
     def linear(self, role: str, il: int | None, dims: Dims, rows: int | None = None) -> Linear:
         """The role's matrix and bias; `rows`: a vector role read as a matrix of that many rows."""

@@ -23,8 +23,9 @@ from llamay.models.registry import FAMILIES
 from llamay.models.tensors import ROLES, Dims, layer_roles, name_of
 
 # Tensors a real file keeps in float32 whatever its type: convert_hf_to_gguf.py writes the
-# router so, and llama-quantize leaves it (and every vector) as it is.
-_ALWAYS_F32 = ("ffn_gate_inp",)
+# router so, and llama-quantize leaves it (and every vector) as it is; BERT's token types too
+# (llama.cpp adds their row to float32 embeddings, which ggml cannot do from F16).
+_ALWAYS_F32 = ("ffn_gate_inp", "token_types")
 
 # llama_token_type values
 _NORMAL, _UNKNOWN, _CONTROL, _BYTE = 1, 2, 3, 6
@@ -44,6 +45,32 @@ def vocabulary(pieces: Sequence[str], *, byte_fallback: bool = False) -> dict[st
         "tokenizer.ggml.token_type": np.array(types, dtype=np.int32),
         "tokenizer.ggml.bos_token_id": 1,
         "tokenizer.ggml.eos_token_id": 2,
+    }
+
+
+# WordPiece's special tokens at the ids BERT's vocabulary has them (llama.cpp's WPM defaults)
+_WPM_SPECIALS = {0: "[PAD]", 100: "[UNK]", 101: "[CLS]", 102: "[SEP]", 103: "[MASK]"}
+
+
+def wordpiece_vocabulary(pieces: Sequence[str]) -> dict[str, Any]:
+    """The metadata of a WordPiece vocabulary (tokenizer.ggml.model = bert) as llama.cpp's
+    converter writes one: [PAD] 0, [unused1..99], [UNK] 100, [CLS] 101 (BOS), [SEP] 102,
+    [MASK] 103, then `pieces` (a word's first piece led by U+2581, continuations bare), and
+    two token types."""
+    tokens = [_WPM_SPECIALS.get(i, f"[unused{i}]") for i in range(104)] + list(pieces)
+    types = [_CONTROL if i in _WPM_SPECIALS else _UNKNOWN for i in range(104)]
+    types[100] = _UNKNOWN
+    types += [_NORMAL] * len(pieces)
+    return {
+        "tokenizer.ggml.model": "bert",
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.token_type": np.array(types, dtype=np.int32),
+        "tokenizer.ggml.token_type_count": 2,
+        "tokenizer.ggml.bos_token_id": 101,
+        "tokenizer.ggml.seperator_token_id": 102,  # sic: the GGUF key is spelled so
+        "tokenizer.ggml.unknown_token_id": 100,
+        "tokenizer.ggml.padding_token_id": 0,
+        "tokenizer.ggml.mask_token_id": 103,
     }
 
 
@@ -67,6 +94,7 @@ def write_model(
     n_ff_exp: int | None = None,
     n_ff_shexp: int | None = None,
     output: bool | None = None,
+    n_cls_out: int = 0,
 ) -> Path:
     """A random model of architecture `arch` with every tensor a file of its family has
     (models/tensors.py: the table the loader reads by), biases where the family has them,
@@ -77,8 +105,12 @@ def write_model(
     Mixture-of-experts families get `n_expert` experts (the family's default: 8), of which
     `n_expert_used` (2) run per token, each `n_ff_exp` wide (n_ff where the family keeps the
     expert width in feed_forward_length); a shared expert of `n_ff_shexp` (n_ff) where the
-    family has one (Granite's only when n_ff_shexp is given). `output`: whether to write output.weight (default: unless the family ties
-    it to the embeddings)."""
+    family has one (Granite's only when n_ff_shexp is given). `output`: whether to write
+    output.weight (default: unless the family ties it to the embeddings).
+
+    Encoders (BERT) get token types, their embeddings' norm, learned positions where the family
+    has them, attention.causal = false and pooling_type mean (unless `metadata` says another);
+    `n_cls_out` > 0 adds a reranker's classification head (cls, cls.output of n_cls_out rows)."""
     family = FAMILIES[arch]
     experts = family.experts
     if experts is not None and not (experts.optional and n_expert == 0):
@@ -104,6 +136,8 @@ def write_model(
         n_expert=n_expert,
         n_ff_exp=n_ff_exp or 0,
         n_ff_shexp=n_ff_shexp or 0,
+        n_pos=context_length,
+        n_cls_out=n_cls_out or 1,
     )
 
     def random(role: str, scale: float = 0.25) -> Any:
@@ -120,15 +154,26 @@ def write_model(
         return w if weight_type == "F32" or role in _ALWAYS_F32 else (weight_type, w)
 
     def bias(role: str) -> np.ndarray:
-        # one value per output row: every dimension of the role's shape but the last
-        rows = dims.resolve(ROLES[role].shape[:-1])
+        # one value per output row: every dimension of the role's shape but the last (a
+        # norm's: one per value)
+        shape = ROLES[role].shape
+        rows = dims.resolve(shape if len(shape) == 1 else shape[:-1])
         return (0.1 * rng.standard_normal(rows)).astype(np.float32)
 
-    tensors: dict[str, Any] = {
-        name_of(family, "token_embd"): random("token_embd", 1.0),
-        name_of(family, "output_norm"): random("output_norm"),
-    }
-    if (not family.output_is_embedding) if output is None else output:
+    tensors: dict[str, Any] = {name_of(family, "token_embd"): random("token_embd", 1.0)}
+    if family.output_norm:
+        tensors[name_of(family, "output_norm")] = random("output_norm")
+    encoder_meta: dict[str, Any] = {}
+    if not family.causal:
+        tensors[name_of(family, "token_types")] = random("token_types", 0.25)
+        if family.positions == "absolute":
+            tensors[name_of(family, "position_embd")] = random("position_embd", 0.25)
+        encoder_meta = {f"{arch}.attention.causal": False, f"{arch}.pooling_type": 1}
+    if family.embedding_norm:
+        tensors[name_of(family, "token_embd_norm")] = random("token_embd_norm")
+        tensors[name_of(family, "token_embd_norm", None, "bias")] = bias("token_embd_norm")
+    # an encoder has no output matrix (its output is the hidden state)
+    if (not family.output_is_embedding and family.causal) if output is None else output:
         tensors[name_of(family, "output")] = random("output")
     expert_biases = experts is not None and experts.biases
     for il in range(n_layer):
@@ -137,6 +182,11 @@ def write_model(
             moe_role = role == "ffn_gate_inp" or role.endswith("_exps")
             if role in family.biases or (expert_biases and moe_role):
                 tensors[name_of(family, role, il, "bias")] = bias(role)
+    if n_cls_out:
+        for role in ("cls", "cls_output"):
+            tensors[name_of(family, role)] = random(role)
+            tensors[name_of(family, role, None, "bias")] = bias(role)
+        encoder_meta[f"{arch}.pooling_type"] = 4  # rank
     eps_key = "layer_norm_epsilon" if family.norm == "layer" else "layer_norm_rms_epsilon"
     moe_meta: dict[str, Any] = {}
     if n_expert:
@@ -157,6 +207,7 @@ def write_model(
         f"{arch}.attention.value_length": head_dim,
         f"{arch}.attention.{eps_key}": 1e-6 if family.norm == "rms" else 1e-5,
         **moe_meta,
+        **encoder_meta,
         **{f"{arch}.{key}": value for key, value in family.example_metadata.items()},
         **vocab,
         **(metadata or {}),

@@ -39,6 +39,12 @@ ROLES: dict[str, Role] = {
     "output_norm": Role("output_norm", ("n_embd",)),
     "output": Role("output", ("n_vocab", "n_embd")),
     "rope_freqs": Role("rope_freqs", ("n_rot_half",)),
+    # encoders (BERT): token types, learned positions, the embeddings' norm, a reranker's head
+    "token_types": Role("token_types", ("n_token_types", "n_embd")),
+    "position_embd": Role("position_embd", ("n_pos", "n_embd")),
+    "token_embd_norm": Role("token_embd_norm", ("n_embd",)),
+    "cls": Role("cls", ("n_embd", "n_embd")),
+    "cls_output": Role("cls.output", ("n_cls_out", "n_embd")),
     "rope_factors_long": Role("rope_factors_long", ("n_rot_half",)),
     "rope_factors_short": Role("rope_factors_short", ("n_rot_half",)),
     "attn_norm": Role("blk.{il}.attn_norm", ("n_embd",)),
@@ -55,6 +61,8 @@ ROLES: dict[str, Role] = {
     "ffn_up": Role("blk.{il}.ffn_up", ("n_up", "n_embd")),
     "ffn_down": Role("blk.{il}.ffn_down", ("n_embd", "n_ff")),
     "post_ffw_norm": Role("blk.{il}.post_ffw_norm", ("n_embd",)),
+    "attn_output_norm": Role("blk.{il}.attn_output_norm", ("n_embd",)),
+    "layer_output_norm": Role("blk.{il}.layer_output_norm", ("n_embd",)),
     "attn_sinks": Role("blk.{il}.attn_sinks", ("n_head",)),
     # mixture of experts: the router, the experts, the shared expert and its gate
     "ffn_gate_inp": Role("blk.{il}.ffn_gate_inp", ("n_expert", "n_embd")),
@@ -85,6 +93,8 @@ def attention_roles(family: Family) -> tuple[str, ...]:
     roles.append("attn_output")
     if family.post_norms:
         roles.append("post_attention_norm")
+    if family.post_add_norms:
+        roles.append("attn_output_norm")
     return tuple(roles)
 
 
@@ -103,10 +113,13 @@ def ffn_roles(family: Family, experts: bool = False, shared: bool = False) -> tu
             if family.experts is not None and family.experts.shared == "gated":
                 roles.append("ffn_gate_inp_shexp")
     else:
-        roles += ["ffn_up"] if family.fused_gate_up else ["ffn_gate", "ffn_up"]
+        gated = family.gated_ffn and not family.fused_gate_up
+        roles += ["ffn_gate", "ffn_up"] if gated else ["ffn_up"]
         roles.append("ffn_down")
     if family.post_norms:
         roles.append("post_ffw_norm")
+    if family.post_add_norms:
+        roles.append("layer_output_norm")
     return tuple(roles)
 
 
@@ -130,6 +143,9 @@ class Dims:
     n_expert: int = 0
     n_ff_exp: int = 0
     n_ff_shexp: int = 0
+    n_pos: int = 0  # rows of position_embd (the trained context)
+    n_token_types: int = 2
+    n_cls_out: int = 1  # a reranker's classes (cls.output's rows)
 
     def resolve(self, shape: tuple[str, ...]) -> tuple[int, ...]:
         n_q, n_kv = self.n_head * self.head_dim, self.n_head_kv * self.head_dim
@@ -149,5 +165,8 @@ class Dims:
             "n_expert": self.n_expert,
             "n_ff_exp": self.n_ff_exp,
             "n_ff_shexp": self.n_ff_shexp,
+            "n_pos": self.n_pos,
+            "n_token_types": self.n_token_types,
+            "n_cls_out": self.n_cls_out,
         }
         return tuple(values[symbol] for symbol in shape)

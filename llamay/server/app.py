@@ -14,7 +14,7 @@ import os
 
 import falcon
 
-from llamay.server import anthropic, metrics, native, ollama, openai, openapi, responses
+from llamay.server import anthropic, metrics, native, ollama, openai, openapi, rerank, responses
 from llamay.server.config import ServerConfig
 from llamay.server.contexts import ContextRegistry
 from llamay.server.drain import InFlight, Ready
@@ -24,7 +24,7 @@ from llamay.server.models import ModelManager
 from llamay.server.state import ServerState
 from llamay.server.statedir import StateDir
 
-FAMILIES = (openai, responses, anthropic, ollama, native, metrics, openapi)
+FAMILIES = (openai, responses, anthropic, ollama, native, metrics, rerank, openapi)
 
 
 def create_app(config: ServerConfig | None = None) -> falcon.App:

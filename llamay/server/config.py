@@ -31,7 +31,8 @@ class ServerConfig:
     and the Host header is not checked. allowed_origins: web origins (`https://app.example`, or
     "*") whose pages may call the server, with CORS answers; other origins may only read.
     kv_memory: each loaded model's KV cache budget (bytes or a size such as "2GiB"); None: the
-    engine's default. kv_type: the KV cache's element type. lookup: prompt-lookup draft tokens
+    engine's default. kv_type: the KV cache's element type (None: the
+    model's default). lookup: prompt-lookup draft tokens
     per step for every generation (a speed setting: the tokens are the same). n_ctx: tokens per context (None: the engine's default). memory_budget: the
     bytes all loaded models may take together (weights + KV budget, unloaded models that open
     contexts still hold included); the least recently used model is unloaded to make room for
@@ -61,7 +62,7 @@ class ServerConfig:
     n_ctx: int | None = None
     model_threads: int | None = None
     lookup: int = 0
-    kv_type: str = "F16"
+    kv_type: str | None = None
     memory_budget: int | None = None
     keep_alive: float = 300.0
     max_body_bytes: int = DEFAULT_MAX_BODY

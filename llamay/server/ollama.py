@@ -17,7 +17,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 import falcon
-import numpy as np
 
 from llamay._version import __version__
 from llamay.engine import Model
@@ -399,16 +398,15 @@ class _Embed:
             or not 1 <= dimensions <= model.n_embd
         ):
             raise ApiError(400, f"dimensions must be from 1 to {model.n_embd}", "dimensions")
-        embeddings, n_tokens = [], 0
+        ids = []
         for text in inputs:
             text = inference.bounded_text(model, text, truncate=truncate)
-            ids = inference.fit(model, model.tokenize(text), truncate=truncate, reserve=1)
-            vector = model.embed(ids)
-            if dimensions is not None:  # the first components, back to unit length
-                vector = vector[:dimensions]
-                vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
-            embeddings.append(vector.tolist())
-            n_tokens += len(ids)
+            ids.append(inference.fit(model, model.tokenize(text), truncate=truncate, reserve=1))
+        n_tokens = sum(len(one) for one in ids)
+        # dimensions: the first components, back to unit length (Model.embed)
+        embeddings = (
+            [v.tolist() for v in model.embed_many(ids, dimensions=dimensions)] if ids else []
+        )
         self.state.count_tokens(model, n_tokens, 0)
         resp.media = {
             "model": name,

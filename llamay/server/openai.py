@@ -13,7 +13,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import falcon
-import numpy as np
 
 from llamay.server import anthropic, inference, openapi, pipeline, remote, sse
 from llamay.server.errors import ApiError, error_body, from_exception, read_json
@@ -82,6 +81,7 @@ _EMBEDDINGS_REQUEST = {
         "model": _SAMPLING_FIELDS["model"],
         "input": {"type": ["string", "array"]},
         "encoding_format": {"enum": ["float", "base64"]},
+        "dimensions": {"type": "integer", "minimum": 1},
     },
 }
 
@@ -802,15 +802,16 @@ class _Embeddings:
             raise ApiError(400, "encoding_format must be 'float' or 'base64'", "encoding_format")
         inputs = _embedding_inputs(body.get("input"))
         model = self.state.models.get(name)
+        dimensions = _dimensions(body.get("dimensions"), model.n_embd)
         data = []
-        n_tokens = 0
-        for index, item in enumerate(inputs):
-            ids = _prompt_ids(model, item, truncate=bool(body.get("truncate")), reserve=0)
-            n_tokens += len(ids)
-            vector = np.asarray(model.embed(ids), dtype=np.float32)
-            dimensions = body.get("dimensions")
-            if dimensions is not None:
-                vector = _shortened(vector, dimensions)
+        ids = [
+            _prompt_ids(model, item, truncate=bool(body.get("truncate")), reserve=0)
+            for item in inputs
+        ]
+        n_tokens = sum(len(one) for one in ids)
+        # one batched pass (each vector the same as alone); dimensions: Matryoshka truncation
+        vectors = model.embed_many(ids, dimensions=dimensions)
+        for index, vector in enumerate(vectors):
             embedding: Any = (
                 base64.b64encode(vector.astype("<f4").tobytes()).decode()
                 if encoding == "base64"
@@ -842,17 +843,15 @@ def _embedding_inputs(value: Any) -> list[str | list[int]]:
     return inputs
 
 
-def _shortened(vector: np.ndarray, dimensions: Any) -> np.ndarray:
-    """The first `dimensions` components, renormalized (as OpenAI's text-embedding-3 do)."""
-    if (
+def _dimensions(dimensions: Any, n_embd: int) -> int | None:
+    """OpenAI's `dimensions`: the first that many components, renormalized (Model.embed)."""
+    if dimensions is not None and (
         isinstance(dimensions, bool)
         or not isinstance(dimensions, int)
-        or not 1 <= dimensions <= len(vector)
+        or not 1 <= dimensions <= n_embd
     ):
-        raise ApiError(400, f"dimensions must be from 1 to {len(vector)}", "dimensions")
-    head = vector[:dimensions]
-    norm = float(np.linalg.norm(head))
-    return head / norm if norm > 0 else head
+        raise ApiError(400, f"dimensions must be from 1 to {n_embd}", "dimensions")
+    return dimensions
 
 
 # --- models -------------------------------------------------------------------------------------

@@ -68,7 +68,26 @@ def _sliding_rope_as_global(spec: ModelSpec) -> ModelSpec:
     return _layers(spec, lambda b: replace(b, rope=min(b.rope, 0)))
 
 
+def _norm_biases(spec: ModelSpec) -> ModelSpec:
+    def strip(norm):
+        return None if norm is None else (norm[0], None)
+
+    spec = replace(spec, embd_norm=strip(spec.embd_norm))
+    return _layers(
+        spec,
+        lambda b: replace(
+            b, attn_out_norm=strip(b.attn_out_norm), layer_out_norm=strip(b.layer_out_norm)
+        ),
+    )
+
+
 DROPS: dict[str, Callable[[ModelSpec], ModelSpec]] = {
+    # encoders: attention over later tokens too, their inputs, their post-add norms' biases
+    "bidirectional attention": lambda s: replace(s, causal=True),
+    "position embeddings": lambda s: replace(s, pos_embd=None),
+    "token type embedding": lambda s: replace(s, type_embd=None),
+    "embedding norm": lambda s: replace(s, embd_norm=None),
+    "LayerNorm biases": _norm_biases,
     "embedding scale": lambda s: replace(s, embd_scale=1.0),
     "residual scale": lambda s: _layers(s, lambda b: replace(b, residual_scale=1.0)),
     "attention scale": _plain_attention_scale,

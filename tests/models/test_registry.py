@@ -56,10 +56,11 @@ def test_declined_by_name(tmp_path, arch, reason):
 def test_unknown_architecture_lists_what_runs(tmp_path):
     with pytest.raises(
         UnsupportedModel,
-        match=r"'bert' is not supported; llamay runs: cohere2, gemma, gemma2, gemma3, gpt-oss, "
-        r"granite, granitemoe, llama, olmo2, phi3, qwen2, qwen2moe, qwen3, qwen3moe, smollm3$",
+        match=r"'t5' is not supported; llamay runs: bert, cohere2, gemma, gemma2, gemma3, "
+        r"gpt-oss, granite, granitemoe, llama, nomic-bert, olmo2, phi3, qwen2, qwen2moe, qwen3, "
+        r"qwen3moe, smollm3$",
     ):
-        check_supported(model_file(tmp_path, "bert"))
+        check_supported(model_file(tmp_path, "t5"))
 
 
 def test_vocab_only_file_is_not_a_model(tmp_path, data_dir):

@@ -41,8 +41,8 @@ class Drawing:
         self.parts = [
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}" role="img" aria-labelledby="t d">',
-            f"  <title id=\"t\">{escape(title)}</title>",
-            f"  <desc id=\"d\">{escape(desc)}</desc>",
+            f'  <title id="t">{escape(title)}</title>',
+            f'  <desc id="d">{escape(desc)}</desc>',
             STYLE,
             f'  <rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
         ]

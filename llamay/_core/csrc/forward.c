@@ -110,7 +110,7 @@ static void scratch_sizes(const llamay_model *m, int max_tokens, size_t bytes[N_
             floats[UP] = max_size(floats[UP], (size_t)l->up.w.n_rows);
             need_act(act_bytes, &l->up.w, T);
             need_act(act_bytes, &l->down.w, T);
-            if (!l->fused_gate_up) {
+            if (!l->fused_gate_up && !l->plain_ffn) {
                 floats[GATE] = max_size(floats[GATE], (size_t)l->gate.w.n_rows);
                 need_act(act_bytes, &l->gate.w, T);
             }
@@ -273,15 +273,36 @@ static void norm(const llamay_model *m, const float *x, const float *w, float *o
     }
 }
 
-/* Token t's row of the embedding table, dequantized, scaled where the family does. */
+/* Row `row` of a table of n_embd-wide rows of ggml type `type_id`, dequantized into out. */
+static void table_row(const step *st, const uint8_t *table, int type_id, int row, float *out) {
+    const llamay_model *m = st->m;
+    const llamay_quant_type *type = llamay_quant_type_of(type_id);
+    const size_t row_bytes = (size_t)(m->n_embd / type->block_elems) * type->block_bytes;
+    type->to_float[m->kernels->set](table + (size_t)row * row_bytes, out, m->n_embd);
+}
+
+/* A LayerNorm with a bias (BERT's): the norm times w, then plus b (ggml's order); out may
+   be x. */
+static void norm_bias(const llamay_model *m, const float *x, const float *w, const float *b,
+                      float *out) {
+    norm(m, x, w, out);
+    if (b != NULL) add(out, b, m->n_embd);
+}
+
+/* Token t's row of the embedding table, dequantized, scaled where the family does; an
+   encoder's token type and position rows added, and the sum normed. */
 static void embed(const step *st, int t) {
     const llamay_model *m = st->m;
-    const llamay_quant_type *type = llamay_quant_type_of(m->tok_embd_type);
-    const size_t row_bytes = (size_t)(m->n_embd / type->block_elems) * type->block_bytes;
     float *x = st->s->f[X] + (size_t)t * m->n_embd;
-    type->to_float[m->kernels->set](m->tok_embd + (size_t)st->b->tokens[t] * row_bytes, x,
-                                    m->n_embd);
+    table_row(st, m->tok_embd, m->tok_embd_type, st->b->tokens[t], x);
     scale(x, m->embd_scale, m->n_embd);
+    if (m->type_embd != NULL) add(x, m->type_embd, m->n_embd);
+    if (m->pos_embd != NULL) {
+        float *row = st->s->f[XN] + (size_t)t * m->n_embd;
+        table_row(st, m->pos_embd, m->pos_embd_type, st->b->positions[t], row);
+        add(x, row, m->n_embd);
+    }
+    if (m->embd_norm != NULL) norm_bias(m, x, m->embd_norm, m->embd_norm_b, x);
 }
 
 /* Token t's RoPE cos and sin for each of the model's ropes, once for all layers. */
@@ -337,7 +358,7 @@ static void attention_inputs(const llamay_layer *l, inputs *in) {
 static void ffn_inputs(const llamay_layer *l, inputs *in) {
     if (l->has_ffn) {
         input(in, &l->up.w);
-        if (!l->fused_gate_up) input(in, &l->gate.w);
+        if (!l->fused_gate_up && !l->plain_ffn) input(in, &l->gate.w);
     }
     const llamay_moe *e = l->moe;
     if (e != NULL) {
@@ -422,7 +443,9 @@ static void attend(const step *st, int il, int t) {
             .layer = il,
             .kv_head = g,
             .n_q = group,
-            .pos = st->b->positions[t],
+            /* an encoder's token sees its whole sequence: attention reads positions up to
+               .pos, and reads nothing else of the query's position */
+            .pos = m->bidirectional ? st->b->last_positions[t] : st->b->positions[t],
             .window = l->window,
             .scale = m->attn_scale,
             .softcap = m->attn_softcap,
@@ -436,21 +459,31 @@ static void attend(const step *st, int il, int t) {
 }
 
 /* proj[t] (the attention or FFN output) post-normed and scaled where the family does, added to
-   x[t]. */
-static void residual(const step *st, const llamay_layer *l, const float *post_norm, int t) {
+   x[t]; then x[t] itself normed where the family norms after the add (BERT: add_norm with its
+   bias add_norm_b). */
+static void residual(const step *st, const llamay_layer *l, const float *post_norm,
+                     const float *add_norm, const float *add_norm_b, int t) {
     const llamay_model *m = st->m;
     float *proj = st->s->f[PROJ] + (size_t)t * m->n_embd;
+    float *x = st->s->f[X] + (size_t)t * m->n_embd;
     if (post_norm != NULL) {
         norm(m, proj, post_norm, proj);
     }
     scale(proj, l->residual_scale, m->n_embd);
-    add(st->s->f[X] + (size_t)t * m->n_embd, proj, m->n_embd);
+    add(x, proj, m->n_embd);
+    if (add_norm != NULL) norm_bias(m, x, add_norm, add_norm_b, x);
 }
 
-/* act(gate) * up for token t, over the gate, quantized for the down projection. */
+/* act(gate) * up for token t, over the gate (act(up) over up for a plain FFN), quantized
+   for the down projection. */
 static void activate(const step *st, const llamay_layer *l, int t) {
     const llamay_scratch *s = st->s;
     float *up = s->f[UP] + (size_t)t * l->up.w.n_rows;
+    if (l->plain_ffn) {
+        st->m->kernels->gated(st->m->activation, up, NULL, l->n_ff, up);
+        quantize_row(st, &l->down.w, up, t);
+        return;
+    }
     float *gate = l->fused_gate_up ? up : s->f[GATE] + (size_t)t * l->gate.w.n_rows;
     if (l->fused_gate_up) {
         up += l->n_ff;
@@ -621,7 +654,7 @@ static void ffn(const step *st, const llamay_layer *l, float *out) {
     float *dense_out = e != NULL ? s->f[FFN] : out;
     if (l->has_ffn) {
         linear(st, &l->up, T, s->f[UP]);
-        if (!l->fused_gate_up) linear(st, &l->gate, T, s->f[GATE]);
+        if (!l->fused_gate_up && !l->plain_ffn) linear(st, &l->gate, T, s->f[GATE]);
     }
     if (e != NULL) {
         linear(st, &e->router, T, s->f[ROUTER]);
@@ -715,12 +748,12 @@ static void layer(const step *st, int il) {
     in.n = 0;
     ffn_inputs(l, &in);
     MY_TOKENS(st, t) {
-        residual(st, l, l->post_attn_norm, t);
+        residual(st, l, l->post_attn_norm, l->attn_out_norm, l->attn_out_norm_b, t);
         norm_and_quantize(st, l->ffn_norm, t, &in);
     }
 #pragma omp barrier
     ffn(st, l, s->f[PROJ]);
-    MY_TOKENS(st, t) residual(st, l, l->post_ffn_norm, t);
+    MY_TOKENS(st, t) residual(st, l, l->post_ffn_norm, l->layer_out_norm, l->layer_out_norm_b, t);
 }
 
 /* The final norm of the tokens whose logits are wanted, the output matmul into b->logits, then
@@ -733,7 +766,12 @@ static void logits(const step *st) {
     for (int j = st->thread; j < b->n_logits; j += st->n_threads) {
         float *xn = b->hidden ? b->logits + (size_t)j * m->n_embd
                               : st->s->f[XN] + (size_t)j * m->n_embd;
-        norm(m, st->s->f[X] + (size_t)b->logit_tokens[j] * m->n_embd, m->output_norm, xn);
+        const float *x = st->s->f[X] + (size_t)b->logit_tokens[j] * m->n_embd;
+        if (m->output_norm != NULL) {
+            norm(m, x, m->output_norm, xn);
+        } else {
+            memcpy(xn, x, (size_t)m->n_embd * sizeof(float)); /* BERT: no final norm */
+        }
         if (!b->hidden) {
             quantize_row(st, &out->w, xn, j);
         }

@@ -87,6 +87,11 @@ typedef struct {
        (x + ffn) + attn; ffn_norm and the post-norms are unused. */
     int parallel;
     const float *sinks; /* n_head logits, each in its head's softmax denominator; or NULL */
+    /* Post-add norms (BERT): the stream itself is normed, with a bias, after attention's
+       residual add and after the FFN's; NULL: none (the biases may be NULL too). */
+    const float *attn_out_norm, *attn_out_norm_b;
+    const float *layer_out_norm, *layer_out_norm_b;
+    int plain_ffn; /* the FFN is act(up), no gate (BERT); 0: act(gate) * up */
 } llamay_layer;
 
 #define LLAMAY_MAX_ROPES 2
@@ -115,6 +120,16 @@ typedef struct {
     llamay_rope ropes[LLAMAY_MAX_ROPES];
     const llamay_layer *layers;
     const llamay_kernels *kernels;
+    /* Encoders (BERT). bidirectional: a token attends to every position of its sequence up to
+       the batch's last_positions[t] (every token of a sequence comes in one step), not only
+       to earlier ones. type_embd (n_embd floats) and the pos_embd row of the token's position
+       (n_pos rows of ggml type pos_embd_type) are added to its embedding, which embd_norm then
+       LayerNorms (embd_norm_b its bias); NULL: none. output_norm NULL: no final norm. */
+    int bidirectional;
+    const float *type_embd;
+    const uint8_t *pos_embd;
+    int pos_embd_type, n_pos;
+    const float *embd_norm, *embd_norm_b;
 } llamay_model;
 
 /* One step's tokens. Tokens of one sequence must come in position order, and the pages of
@@ -128,6 +143,8 @@ typedef struct {
     const int32_t *logit_tokens; /* batch indices whose logits are wanted */
     float *logits;               /* n_logits rows of n_vocab, or of n_embd with hidden */
     int hidden; /* nonzero: write those tokens' final-normed hidden states, not their logits */
+    const int32_t *last_positions; /* per token: its sequence's last position in the step
+                                      (read by bidirectional models only) */
 } llamay_batch;
 
 typedef struct llamay_scratch llamay_scratch;

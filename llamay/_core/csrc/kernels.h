@@ -47,7 +47,7 @@ typedef struct {
     void (*rms_norm)(const float *x, const float *w, int n, float eps, float *out);
     /* out = (x - mean) / sqrt(mean((x - mean)^2) + eps) * w (w may be NULL); out may be x */
     void (*layer_norm)(const float *x, const float *w, int n, float eps, float *out);
-    /* out = act(gate) * up, elementwise; out may alias gate or up */
+    /* out = act(gate) * up, elementwise (up NULL: act(gate)); out may alias gate or up */
     void (*gated)(int activation, const float *gate, const float *up, int n, float *out);
     /* x = cap * tanh(x / cap), in place */
     void (*softcap)(float *x, int n, float cap);

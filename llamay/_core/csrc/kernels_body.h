@@ -4,6 +4,7 @@
    each build has its own copy. */
 #include <stddef.h>
 
+#include "fp16.h"
 #include "kernel_set.h"
 #include "kernels.h"
 #include "pages.h"
@@ -82,12 +83,39 @@ static inline v16 swiglu_oai(v16 gate, v16 up) {
     return v16_mul(glu, v16_add(y, v16_set1(1.0f)));
 }
 
+/* ggml_gelu as ggml's CPU path computes it (GGML_GELU_FP16: BERT's plain FFN): x rounded to
+   fp16 and looked up in a table of fp16 results of the tanh form; 0 at or below -10, x at or
+   above 10. out may be x. */
+static void gelu_fp16(const float *x, int n, float *out) {
+    float h[16];
+    for (int i = 0; i < n; i += 16) {
+        const int m = n - i < 16 ? n - i : 16;
+        for (int j = 0; j < 16; j++) {
+            h[j] = j < m ? llamay_fp16_to_fp32(llamay_fp32_to_fp16(x[i + j])) : 0.0f;
+        }
+        v16_store_partial(h, gelu_tanh(v16_load_partial(h, 16)), 16);
+        for (int j = 0; j < m; j++) {
+            const float xi = x[i + j];
+            const float table = llamay_fp16_to_fp32(llamay_fp32_to_fp16(h[j]));
+            out[i + j] = xi <= -10.0f ? 0.0f : xi >= 10.0f ? xi : table;
+        }
+    }
+}
+
 static void gated(int activation, const float *gate, const float *up, int n, float *out) {
+    if (up == NULL && activation == LLAMAY_GELU_TANH) {
+        gelu_fp16(gate, n, out);
+        return;
+    }
     for (int i = 0; i < n; i += 16) {
         const int m = n - i < 16 ? n - i : 16;
         const v16 g = v16_load_partial(gate + i, m);
-        const v16 u = v16_load_partial(up + i, m);
         v16 y;
+        if (up == NULL) { /* a plain FFN's act(x) (BERT's GELU) */
+            v16_store_partial(out + i, activation == LLAMAY_GELU_TANH ? gelu_tanh(g) : silu(g), m);
+            continue;
+        }
+        const v16 u = v16_load_partial(up + i, m);
         if (activation == LLAMAY_SWIGLU_OAI) {
             y = swiglu_oai(g, u);
         } else {

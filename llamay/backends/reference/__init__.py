@@ -76,8 +76,17 @@ class ReferenceExecutor:
         if any(len(t) and (t.min() < 0 or t.max() >= n_pages) for t in batch.page_tables):
             raise ValueError("a page table names a page outside the KV memory")
         tables = [batch.page_tables[s] for s in batch.sequence.tolist()]
+        # an encoder's token sees its sequence up to the sequence's last position in the step
+        ends = np.full(len(batch.page_tables), -1, dtype=np.int64)
+        np.maximum.at(ends, batch.sequence, batch.positions)
         out = self._forward.step(
-            batch.tokens, batch.positions, tables, self.storage.array, batch.outputs, batch.hidden
+            batch.tokens,
+            batch.positions,
+            tables,
+            self.storage.array,
+            batch.outputs,
+            batch.hidden,
+            ends[batch.sequence],
         )
         batch.out[...] = out
 

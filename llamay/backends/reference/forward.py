@@ -178,15 +178,21 @@ class ReferenceForward:
         kv: np.ndarray,
         outputs: np.ndarray,
         hidden: bool,
+        last_positions: np.ndarray | None = None,
     ) -> np.ndarray:
         """Writes every token's K and V into its page in kv, layer by layer before any token
         of the layer attends, and returns the logits (or final-normed hidden states) of the
-        tokens `outputs` indexes, in float64. tables[i] is token i's sequence's page table."""
+        tokens `outputs` indexes, in float64. tables[i] is token i's sequence's page table;
+        last_positions[i] its sequence's last position in the step (what an encoder's token
+        attends up to)."""
         spec, hp = self.spec, self.hp
-        x = self._embed(tokens)
+        x = self._embed(tokens, positions)
+        seen = positions if spec.causal or last_positions is None else last_positions
         for il, block in enumerate(spec.layers):
-            x = self.block(il, block, x, positions, tables, kv)
-        x = NORMS[spec.norm](x[outputs], spec.output_norm, hp.norm_eps)
+            x = self.block(il, block, x, positions, tables, kv, seen)
+        x = x[outputs]
+        if spec.output_norm is not None:  # BERT: none
+            x = NORMS[spec.norm](x, spec.output_norm, hp.norm_eps)
         if hidden:
             return x
         logits = self.weights.apply(spec.output, x)
@@ -196,11 +202,26 @@ class ReferenceForward:
             logits = softcap(logits, hp.final_softcap)
         return logits
 
-    def _embed(self, tokens: np.ndarray) -> np.ndarray:
+    def _embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """The token embeddings, scaled; for an encoder (llama.cpp's bert.cpp) plus token type
+        0's row, plus the learned position embeddings, then LayerNormed with a bias."""
+        spec = self.spec
         if self._embedding is None:
-            self._embedding = self.spec.token_embd.dequantize().astype(np.float64)
+            self._embedding = spec.token_embd.dequantize().astype(np.float64)
         x = self._embedding[tokens]
-        return x * self.spec.embd_scale if self.spec.embd_scale != 1.0 else x
+        x = x * spec.embd_scale if spec.embd_scale != 1.0 else x
+        if spec.type_embd is not None:
+            x = x + spec.type_embd
+        if spec.pos_embd is not None:
+            x = x + spec.pos_embd.dequantize().astype(np.float64)[positions]
+        if spec.embd_norm is not None:
+            x = self._norm_bias(x, spec.embd_norm)
+        return x
+
+    def _norm_bias(self, x: np.ndarray, norm: tuple[np.ndarray, np.ndarray | None]) -> np.ndarray:
+        """build_norm with a bias: the norm times its weight, plus the bias."""
+        y = NORMS[self.spec.norm](x, norm[0], self.hp.norm_eps)
+        return y if norm[1] is None else y + norm[1]
 
     def block(
         self,
@@ -210,24 +231,28 @@ class ReferenceForward:
         positions: np.ndarray,
         tables: list[np.ndarray],
         kv: np.ndarray,
+        seen: np.ndarray,
     ) -> np.ndarray:
         """One transformer layer: attention, then the FFN, each added back to the stream,
         norms before and/or after each as the block says. A parallel block (Cohere 2) feeds
         the FFN the same normed input as attention, and adds both: (x + ffn) + attn, in
-        llama.cpp's order."""
+        llama.cpp's order. BERT norms the stream itself after each add (post-add norms)."""
         eps, norm = self.hp.norm_eps, NORMS[self.spec.norm]
         h = x if b.attn_norm is None else norm(x, b.attn_norm, eps)
-        a = self.weights.apply(b.o, self.attention(il, b, h, positions, tables, kv))
+        a = self.weights.apply(b.o, self.attention(il, b, h, positions, tables, kv, seen))
         if b.post_attn_norm is not None:
             a = norm(a, b.post_attn_norm, eps)
         if b.parallel:
             return (x + self.ffn(b, h) * b.residual_scale) + a * b.residual_scale
         x = x + a * b.residual_scale
+        if b.attn_out_norm is not None:
+            x = self._norm_bias(x, b.attn_out_norm)
         h = x if b.ffn_norm is None else norm(x, b.ffn_norm, eps)
         f = self.ffn(b, h)
         if b.post_ffn_norm is not None:
             f = norm(f, b.post_ffn_norm, eps)
-        return x + f * b.residual_scale
+        x = x + f * b.residual_scale
+        return x if b.layer_out_norm is None else self._norm_bias(x, b.layer_out_norm)
 
     def attention(
         self,
@@ -237,12 +262,14 @@ class ReferenceForward:
         positions: np.ndarray,
         tables: list[np.ndarray],
         kv: np.ndarray,
+        seen: np.ndarray,
     ) -> np.ndarray:
         """q, k, v (from attn_q/k/v, or split from a fused attn_qkv: Phi-3's rows [q; k; v], as
         llama.cpp's build_qkv views them), q/k norms, RoPE; every token's K and V into its page,
         then each token's attention over every position it sees, read back from the pages. A
         key at p0 is visible from p1 iff p0 <= p1 and, on sliding-window layers, p1 - p0 <
-        window (llama_hparams::is_masked_swa, STANDARD)."""
+        window (llama_hparams::is_masked_swa, STANDARD); an encoder's token sees its whole
+        sequence (seen[t]: the sequence's last position; a decoder's: its own)."""
         hp, d, n = self.hp, self.spec.head_dim, len(positions)
         n_q, n_kv = b.n_head * d, b.n_head_kv * d
         if b.fused_qkv:
@@ -265,7 +292,7 @@ class ReferenceForward:
             kv[table[pos // P], il, 0, : b.n_head_kv, pos % P] = k[t]
             kv[table[pos // P], il, 1, : b.n_head_kv, pos % P] = v[t]
         out = np.empty((n, n_q))
-        for t, (pos, table) in enumerate(zip(positions.tolist(), tables, strict=True)):
+        for t, (pos, table) in enumerate(zip(seen.tolist(), tables, strict=True)):
             first = max(0, pos - b.window + 1) if b.window else 0
             visible = np.arange(first, pos + 1)
             rows = kv[table[visible // P], il, :, : b.n_head_kv, visible % P].astype(np.float64)
@@ -290,6 +317,8 @@ class ReferenceForward:
         """Gated FFN: down(act(gate(h)) * up(h)). Phi-3 stacks gate over up in ffn_up
         (ggml_swiglu takes the first half as the gate)."""
         act = ACTIVATIONS[self.spec.activation]
+        if not b.gated:  # BERT: down(act(up(h)))
+            return self.weights.apply(b.down, act(self.weights.apply(b.up, h)))
         if b.fused_gate_up:
             gate, up = np.split(self.weights.apply(b.up, h), 2, axis=-1)
         else:
