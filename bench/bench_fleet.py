@@ -127,13 +127,13 @@ def _load(url: str, args: argparse.Namespace) -> tuple[int, int, int, list[float
             client.post(
                 "/v1/completions",
                 json={"model": "tiny", "prompt": "hi", "max_tokens": 1},
-                headers={"X-Llamay-Session": uuid.uuid4().hex},
+                headers={"x-llamay-session": uuid.uuid4().hex},
             )
     deadline = time.monotonic() + args.seconds
 
     def session() -> None:
         key = uuid.uuid4().hex
-        with httpx.Client(base_url=url, timeout=600, headers={"X-Llamay-Session": key}) as c:
+        with httpx.Client(base_url=url, timeout=600, headers={"x-llamay-session": key}) as c:
             made = c.post("/llamay/v1/contexts", json={"model": "tiny", "prompt": prompt})
             if made.status_code != 201:
                 with lock:

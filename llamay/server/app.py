@@ -101,7 +101,7 @@ def _render_error(
 
 
 class _NameReplica:
-    """Names the replica that answered (`X-Llamay-Replica`): with a state directory, which
+    """Names the replica that answered (`x-llamay-replica`): with a state directory, which
     one a proxy chose is worth seeing."""
 
     def __init__(self, name: str) -> None:
@@ -110,7 +110,7 @@ class _NameReplica:
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, req_succeeded: bool
     ) -> None:
-        resp.set_header("X-Llamay-Replica", self.name)
+        resp.set_header("x-llamay-replica", self.name)
 
 
 class _Health:

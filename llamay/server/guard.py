@@ -35,7 +35,8 @@ from llamay.server.errors import ApiError
 
 CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _METHODS = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
-_EXPOSED = "Location, Retry-After, Content-Disposition"
+# what a page on an allowed origin may read: the session and replica headers route its next call
+_EXPOSED = "Location, Retry-After, Content-Disposition, x-llamay-session, x-llamay-replica"
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 # Header names a preflight may ask for: tokens separated by commas (anything else is dropped).

@@ -56,7 +56,7 @@ _CREATE_FIELDS = {"model", "prompt", "messages"}
 # The session a request belongs to: a proxy routes by it, so that a session stays on one
 # replica (docs/deploy.md). An answer about a context echoes the request's, or names the
 # context when the request had none; the client sends it with every later request.
-SESSION_HEADER = "X-Llamay-Session"
+SESSION_HEADER = "x-llamay-session"
 _MAX_SESSION_CHARS = 256
 
 

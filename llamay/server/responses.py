@@ -27,6 +27,7 @@ import numpy as np
 from llamay.engine import Model
 from llamay.errors import LlamayError
 from llamay.server import inference, openapi, remote, sse
+from llamay.server.answer import Answer, reasoning_of
 from llamay.server.ending import stop
 from llamay.server.errors import ApiError, from_exception, read_json
 from llamay.server.native import ContextRegistry
@@ -42,6 +43,7 @@ from llamay.server.responses_items import (
 )
 from llamay.server.responses_store import ResponseStore, Stored
 from llamay.server.state import ServerState
+from llamay.server.toolcalls import format_of
 from llamay.server.watch import cancelled_on_disconnect
 from llamay.state import Context
 
@@ -178,8 +180,8 @@ class _Responses:
             return
         try:
             with cancelled_on_disconnect(req, [generation]):
-                for _ in generation.pieces():
-                    pass
+                for piece in generation.pieces():
+                    run.answer.feed(piece)
             resp.media = run.finish()
         finally:
             run.close()
@@ -228,7 +230,8 @@ def _previous(store: ResponseStore, request: Request) -> Stored | None:
 
 def _sampling(model: Model, request: Request) -> dict[str, Any]:
     try:
-        return inference.sampling_kwargs(model, **request.sampling, grammar=request.grammar())
+        return inference.sampling_kwargs(model, **request.sampling, grammar=request.grammar(format_of(model.chat_template.source))
+        )
     except ApiError as error:
         if error.param == "max_tokens":  # the table's name for this API's max_output_tokens
             error.message = error.message.replace("max_tokens", "max_output_tokens")
@@ -297,6 +300,15 @@ class _Run:
         self.model = model
         self.conversation = conversation
         self.context = context
+        self.answer_finished = False
+        # the answer read as it comes: text, reasoning and calls in the model's own formats
+        source = model.chat_template.source
+        self.answer = Answer(
+            model.tokenizer,
+            tools=request.chat_tools,
+            fmt=format_of(source),
+            reasoning_kind=reasoning_of(source),
+        )
         self.id = item_id("resp")
         self.message_id = item_id("msg")
         self.created_at = int(time.time())
@@ -318,7 +330,9 @@ class _Run:
         if generation.finish_reason == "cancelled":
             raise ApiError(499, "the request was cancelled")
         status = "incomplete" if generation.finish_reason == "length" else "completed"
-        output = output_items(generation.text, self.request.chat_tools, status, self.message_id)
+        if not self.answer_finished:
+            self.answer.finish()
+        output = output_items(self.answer, status, self.message_id)
         response = self.object(status, output)
         response["usage"] = self.usage()
         response["completed_at"] = int(time.time()) if status == "completed" else None
@@ -389,22 +403,16 @@ class _Run:
         try:
             yield event("response.created", response=self.object("in_progress", []))
             yield event("response.in_progress", response=self.object("in_progress", []))
-            # Under tool_choice auto the answer is text once it begins with anything but "{"
-            # (inference.py): until then it is held back, a call perhaps.
-            live = self.request.chat_tools is None
-            held = ""
+            # Text goes out as it comes; a call (under auto, once the format's opening marker
+            # appears) and reasoning are held for their own items (answer.py).
             for piece in self.generation.pieces():
-                if not piece.text:
-                    continue
-                if not live:
-                    held += piece.text
-                    start = held.lstrip()
-                    if self.request.choice != "auto" or not start or start.startswith("{"):
-                        continue
-                    live, delta = True, held
-                else:
-                    delta = piece.text
-                yield from text_events.delta(delta)
+                for step in self.answer.feed(piece):
+                    if step.kind == "text" and step.text:
+                        yield from text_events.delta(step.text)
+            held = [e.text for e in self.answer.finish() if e.kind == "text" and e.text]
+            self.answer_finished = True
+            if held:
+                yield from text_events.delta("".join(held))
             response = self.finish()
             for index, item in enumerate(response["output"]):
                 if item["type"] == "message":

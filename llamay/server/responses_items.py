@@ -9,15 +9,17 @@ becomes output items (`message` with `output_text`, or `function_call`).
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from llamay.grammar import Grammar
+from llamay.grammar.lazy import LazyGrammar
 from llamay.server import inference
+from llamay.server.answer import Answer
 from llamay.server.errors import ApiError
+from llamay.server.toolcalls import ToolFormat, call_grammar
 
 # Fields of the request that this server cannot honour: 400 rather than silently ignored.
 _UNSUPPORTED = {
@@ -52,11 +54,19 @@ class Request:
     previous_response_id: str | None
     truncate: bool
     echo: dict[str, Any] = field(default_factory=dict)  # fields the response repeats as given
+    # several calls in one answer: under auto as parallel_tool_calls says (default true); a
+    # forced choice makes one call unless parallel_tool_calls is true
+    parallel: bool = True
 
-    def grammar(self) -> Grammar | None:
-        """Tools first (a forced call is a call), then the text format."""
+    def grammar(self, fmt: ToolFormat) -> Grammar | LazyGrammar | None:
+        """Tools first, in the model's call format `fmt` (a forced call is a call; under auto
+        a lazy grammar waits for the format's opening marker), then the text format."""
         if self.chat_tools:
-            return inference.tool_grammar(self.chat_tools, self.choice, self.named)
+            if self.choice is None:
+                return None
+            return call_grammar(
+                fmt, self.chat_tools, self.choice, self.named, parallel=self.parallel
+            )
         kind = self.text_format.get("type", "text")
         return inference.json_grammar(kind, self.text_format.get("schema"))
 
@@ -84,6 +94,7 @@ def read_request(body: Mapping[str, Any], *, need_input: bool = True) -> Request
     tools = _tools(body.get("tools"))
     tool_choice = body.get("tool_choice")
     choice, named = _tool_choice(tool_choice, tools)
+    parallel = _flag(body, "parallel_tool_calls", choice == "auto")
     return Request(
         model=model,
         messages=messages,
@@ -106,11 +117,12 @@ def read_request(body: Mapping[str, Any], *, need_input: bool = True) -> Request
         truncate=_truncation(body.get("truncation")),
         echo={
             "metadata": _metadata(body.get("metadata")),
-            "parallel_tool_calls": _flag(body, "parallel_tool_calls", True),
+            "parallel_tool_calls": parallel,
             "reasoning": _reasoning(body.get("reasoning")),
             "truncation": body.get("truncation") or "disabled",
             "user": body.get("user") if isinstance(body.get("user"), str) else None,
         },
+        parallel=parallel,
     )
 
 
@@ -368,18 +380,28 @@ def call_item(name: str, arguments: str, status: str = "completed") -> dict[str,
     }
 
 
-def output_items(
-    text: str, tools: Sequence[Mapping[str, Any]] | None, status: str, message_id: str
-) -> list[Any]:
-    """The output items of an answer: a function_call when it is a call to one of `tools`
-    (inference.parse_tool_call decides), else one message. (Reasoning items go first here once
-    the chat pipeline separates a reasoning model's thinking from its answer.)"""
-    if tools:
-        call = inference.parse_tool_call(text, tools)
-        if call is not None:
-            arguments = json.dumps(call["arguments"], ensure_ascii=False)
-            return [call_item(call["name"], arguments)]
-    return [message_item(message_id, text, status)]
+def output_items(answer: Answer, status: str, message_id: str) -> list[Any]:
+    """The output items of a whole answer (answer.py: its reasoning, text and calls in the
+    model's own formats): a reasoning item when the model reasoned, a message with its text
+    (none when it only called), then a function_call per call."""
+    items: list[Any] = []
+    if answer.reasoning:
+        items.append(reasoning_item(answer.reasoning))
+    if answer.text.strip() or not answer.calls:
+        text = answer.text.strip() if answer.calls else answer.text
+        items.append(message_item(message_id, text, status))
+    items += [call_item(call.name, call.arguments_json) for call in answer.calls]
+    return items
+
+
+def reasoning_item(text: str) -> dict[str, Any]:
+    """A reasoning output item: the model's thinking, as reasoning_text content."""
+    return {
+        "type": "reasoning",
+        "id": item_id("rs"),
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}],
+    }
 
 
 def as_messages(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ import llamay
 from llamay import store
 from llamay.engine.generate import chat_prompt_ids
 
-from helpers.clitools import LLAMAY, run_llamay
+from helpers.clitools import LLAMAY, default_sigint, run_llamay
 
 SYNTH = Path(__file__).parent.parent / "data" / "synth"
 QWEN2 = SYNTH / "qwen2-Q8_0.gguf"  # ChatML template, context 2048
@@ -165,6 +165,7 @@ def test_ctrl_c_in_an_answer_keeps_the_session_for_the_next_turn():
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=default_sigint,
     )
     process.stdin.write(b"Tell me the whole license\n")
     process.stdin.flush()

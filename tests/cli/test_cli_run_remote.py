@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from helpers.clitools import LLAMAY, assert_user_error, run_llamay
+from helpers.clitools import LLAMAY, assert_user_error, default_sigint, run_llamay
 from helpers.upstream import start_upstream
 
 QWEN2 = Path(__file__).parent.parent / "data" / "synth" / "qwen2-Q8_0.gguf"
@@ -104,6 +104,7 @@ def _interrupted(args: list[str], stdin: bytes, then: bytes) -> subprocess.Compl
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=default_sigint,
     )
     process.stdin.write(stdin)
     process.stdin.flush()

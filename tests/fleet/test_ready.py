@@ -22,7 +22,7 @@ def test_ready_names_the_replica_and_says_why_not(tmp_path) -> None:
     ready = client.simulate_get("/ready")
     assert ready.status_code == 200
     assert ready.json == {"status": "ready", "replica": "replica-a"}
-    assert ready.headers["X-Llamay-Replica"] == "replica-a"
+    assert ready.headers["x-llamay-replica"] == "replica-a"
 
     app.llamay_state.contexts.store.root = tmp_path / "file" / "below"
     (tmp_path / "file").write_text("not a folder")

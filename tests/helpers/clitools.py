@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -32,3 +33,10 @@ def assert_user_error(result: subprocess.CompletedProcess, *fragments: str) -> N
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
+
+
+def default_sigint() -> None:
+    """Popen's preexec_fn for a child that a test interrupts: SIGINT back to its default, so
+    that Python turns it into KeyboardInterrupt even where the test runner ignores SIGINT (as
+    pytest-xdist's workers do, and a child inherits)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -25,8 +25,8 @@ NGINX_CONF = REPO / "deploy" / "nginx" / "llamay.conf"
 # The addresses deploy/nginx/llamay.conf names: two replicas and where nginx listens.
 CONF_REPLICAS = ("127.0.0.1:11435", "127.0.0.1:11436")
 CONF_LISTEN = "127.0.0.1:8080"
-SESSION = "X-Llamay-Session"
-REPLICA = "X-Llamay-Replica"
+SESSION = "x-llamay-session"
+REPLICA = "x-llamay-replica"
 
 
 def free_port() -> int:

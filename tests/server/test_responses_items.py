@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
+from llamay.server.answer import Answer
 from llamay.server.errors import ApiError
 from llamay.server.responses import shared_prefix
 from llamay.server.responses_items import (
@@ -14,6 +16,7 @@ from llamay.server.responses_items import (
     output_items,
     read_request,
 )
+from llamay.server.toolcalls import HERMES, JSON
 
 TOOL = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
 CHAT_TOOL = {"type": "function", "function": {"name": "f", "parameters": TOOL["parameters"]}}
@@ -90,10 +93,10 @@ def test_a_request_in_the_chat_pipelines_terms():
     assert request.sampling["max_tokens"] == 5
     assert request.store is True and request.stream is False
     assert request.echo["metadata"] == {"k": "v"}
-    assert request.grammar() is not None
+    assert request.grammar(JSON) is not None
     # tool_choice none: the tools are not offered (not in the prompt, no grammar).
     unoffered = read_request({"model": "m", "input": "Hi", "tools": [TOOL], "tool_choice": "none"})
-    assert unoffered.chat_tools is None and unoffered.grammar() is None
+    assert unoffered.chat_tools is None and unoffered.grammar(JSON) is None
 
 
 @pytest.mark.parametrize(
@@ -117,11 +120,24 @@ def test_bad_requests_are_400_naming_the_field(body, param):
     assert bad.value.status == 400 and bad.value.param == param
 
 
+def answered(text: str, fmt=JSON) -> Answer:
+    """An answer of `text` (one piece, no control tokens), read in call format `fmt`."""
+    answer = Answer(tokenizer=None, tools=[CHAT_TOOL], fmt=fmt)
+    answer.feed(SimpleNamespace(text=text, token=None))
+    answer.finish()
+    return answer
+
+
 def test_an_answer_becomes_a_call_or_a_message_and_back():
-    call = output_items('{"name": "f", "arguments": {"x": 1}}', [CHAT_TOOL], "completed", "msg_1")
+    call = output_items(answered('{"name": "f", "arguments": {"x": 1}}'), "completed", "msg_1")
     [item] = call
     assert item["type"] == "function_call" and json.loads(item["arguments"]) == {"x": 1}
-    [message] = output_items("hello", [CHAT_TOOL], "completed", "msg_1")
+    [message] = output_items(answered("hello"), "completed", "msg_1")
+    # in the Hermes format: the text before the calls, then each call
+    hermes = '<tool_call>{"name": "f", "arguments": {"x": 2}}</tool_call>'
+    lead, *calls = output_items(answered("Let me look. " + hermes * 2, HERMES), "completed", "m")
+    assert lead["content"][0]["text"] == "Let me look."
+    assert [json.loads(c["arguments"]) for c in calls] == [{"x": 2}, {"x": 2}]
     assert message["id"] == "msg_1" and message["content"][0]["text"] == "hello"
     assert as_messages(call)[0]["tool_calls"][0]["id"] == item["call_id"]
     assert as_messages([message]) == [{"role": "assistant", "content": "hello"}]
