@@ -16,8 +16,8 @@ from llamay.engine import Model
 from llamay.engine.generate import chat_prompt_ids
 from llamay.errors import GrammarError, LlamayError, ModelNotFound
 from llamay.server.ollama_options import OLLAMA_OPTIONS
-from llamay.state.layout import KV_TYPES
 
+from .engine_options import kv_type_option, lookup_option
 from .inputs import read_text_file
 from .run_chat import LocalChat, RemoteChat
 from .run_settings import PARAMETERS, REMOTE_PARAMETERS, Settings, remote_kwargs, seeded
@@ -152,19 +152,8 @@ def _default(name: str) -> Any:
     '"logprob": ...}: the log-softmax of the raw logits, before penalties and sampling.',
 )
 @click.option("--threads", type=click.IntRange(min=1), help="CPU threads. [default: all cores]")
-@click.option(
-    "--lookup",
-    type=click.IntRange(0, 64),
-    default=0,
-    show_default=True,
-    help="Prompt-lookup decoding: verify up to N draft tokens copied from earlier in the "
-    "context per step (the same tokens, fewer steps when the text repeats; 0: off).",
-)
-@click.option(
-    "--kv-type",
-    type=click.Choice(KV_TYPES, case_sensitive=False),
-    help="Element type of the KV cache. [default: F16; F32 for embedding models]",
-)
+@lookup_option
+@kv_type_option()
 @click.option(
     "-c",
     "--ctx-size",
@@ -242,9 +231,7 @@ def run(
     grammar = _grammar(grammar_file, json_schema)
     if n_ctx is None and isinstance(layer.get("num_ctx"), int) and layer["num_ctx"] > 0:
         n_ctx = layer["num_ctx"]
-    loaded = llamay.load(
-        model, threads=threads, n_ctx=n_ctx, kv_type=kv_type and kv_type.upper(), lookup=lookup
-    )
+    loaded = llamay.load(model, threads=threads, n_ctx=n_ctx, kv_type=kv_type, lookup=lookup)
     try:
         if prompt is None:
             chat = LocalChat(loaded, model, settings, grammar, logprobs)

@@ -24,7 +24,8 @@ from llamay.server.config import (
 )
 from llamay.server.models import parse_keep_alive
 from llamay.state import parse_size
-from llamay.state.layout import KV_TYPES
+
+from .engine_options import kv_type_option, lookup_option
 
 
 @click.command()
@@ -51,19 +52,8 @@ from llamay.state.layout import KV_TYPES
 @click.option("--kv-memory", help="KV cache budget of each loaded model, e.g. 2GiB.")
 @click.option("-c", "--ctx-size", "n_ctx", type=click.IntRange(min=1), help="Tokens per context.")
 @click.option("--model-threads", type=click.IntRange(min=1), help="CPU threads per forward step.")
-@click.option(
-    "--lookup",
-    type=click.IntRange(0, 64),
-    default=0,
-    show_default=True,
-    help="Prompt-lookup decoding: verify up to N draft tokens copied from earlier in the "
-    "context per step (same tokens, fewer steps when the text repeats; 0: off).",
-)
-@click.option(
-    "--kv-type",
-    type=click.Choice(KV_TYPES, case_sensitive=False),
-    help="Element type of the KV cache. [default: F16; F32 for embedding models]",
-)
+@lookup_option
+@kv_type_option()
 @click.option(
     "--max-memory",
     help="Memory all loaded models may take together (weights + KV budget), e.g. 8GiB; "
@@ -229,7 +219,7 @@ def serve(
         n_ctx=n_ctx,
         model_threads=model_threads,
         lookup=lookup,
-        kv_type=kv_type and kv_type.upper(),
+        kv_type=kv_type,
         memory_budget=_size(max_memory, "--max-memory") if max_memory else None,
         keep_alive=_duration(keep_alive, "--keep-alive"),
         max_body_bytes=_size(max_body, "--max-body"),

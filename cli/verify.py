@@ -8,8 +8,9 @@ import time
 import click
 
 from llamay.errors import LlamayError
-from llamay.state.layout import KV_TYPES
 from llamay.verify import run_checks
+
+from .engine_options import kv_type_option
 
 BUILTIN = "built-in synthetic model"
 
@@ -22,12 +23,7 @@ BUILTIN = "built-in synthetic model"
     is_flag=True,
     help='Print {"model", "passed", "checks": [{"name", "passed", "figure", ...}]}.',
 )
-@click.option(
-    "--kv-type",
-    type=click.Choice(KV_TYPES, case_sensitive=False),
-    help="Element type of the KV cache the checks run with. [default: the model's: F16, or F32 "
-    "for embedding models]",
-)
+@kv_type_option("the KV cache the checks run with")
 def verify(model: str | None, as_json: bool, kv_type: str | None) -> None:
     """Check that MODEL computes the same logits however it is run.
 
@@ -39,7 +35,7 @@ def verify(model: str | None, as_json: bool, kv_type: str | None) -> None:
     """
     started = time.perf_counter()
     checks = []
-    for check in run_checks(model, kv_type=kv_type and kv_type.upper()):
+    for check in run_checks(model, kv_type=kv_type):
         checks.append(check)
         if not as_json:
             status = "PASS" if check.passed else "FAIL"
