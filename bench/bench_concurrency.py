@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +27,9 @@ from pathlib import Path
 import numpy as np
 
 import llamay
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from models import resolve as resolve_shape
 
 TEXT = Path(__file__).parent.parent / "tests" / "data" / "texts" / "gpl-3.txt"
 PROMPT_TOKENS = 16
@@ -57,7 +61,11 @@ def decode_tps(model: llamay.engine.Model, prompts: list[list[int]], max_tokens:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="gemma3:270m", help="MODEL: a .gguf path or store name")
+    parser.add_argument(
+        "--model",
+        default="gemma3:270m",
+        help="MODEL: a .gguf path, a store name, or SHAPE:TYPE of bench/models.py",
+    )
     parser.add_argument("--threads", type=int, default=None, help="OpenMP threads")
     parser.add_argument(
         "--concurrency", default="1,4,8,16", help="comma-separated numbers of sequences"
@@ -67,6 +75,7 @@ def main() -> None:
     parser.add_argument("--kv-memory", default="1GiB", help="KV cache budget (touched as used)")
     parser.add_argument("--json", action="store_true", help="print a JSON list, one row per run")
     args = parser.parse_args()
+    args.model = resolve_shape(args.model)
     counts = [int(n) for n in args.concurrency.split(",")]
 
     # Room for every sequence's prompt and tokens; no prefix cache, so every prompt is computed.

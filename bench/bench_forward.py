@@ -14,12 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 import llamay
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from models import resolve as resolve_shape
 
 TEXT = Path(__file__).parent.parent / "tests" / "data" / "texts" / "gpl-3.txt"
 
@@ -44,7 +48,11 @@ def decode_tps(model: llamay.engine.Model, prompt: list[int], n: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="gemma3:270m", help="MODEL: a .gguf path or store name")
+    parser.add_argument(
+        "--model",
+        default="gemma3:270m",
+        help="MODEL: a .gguf path, a store name, or SHAPE:TYPE of bench/models.py",
+    )
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     parser.add_argument("--prompt", type=int, default=512, help="prefill tokens")
     parser.add_argument("--gen", type=int, default=64, help="decode steps")
@@ -52,6 +60,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (median)")
     parser.add_argument("--json", action="store_true", help="print one JSON list")
     args = parser.parse_args()
+    args.model = resolve_shape(args.model)
 
     results = []
     for threads in (int(t) for t in args.threads.split(",")):

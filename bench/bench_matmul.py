@@ -15,12 +15,17 @@ from __future__ import annotations
 import argparse
 import json
 import mmap
+import sys
+from pathlib import Path
 
 import numpy as np
 
 from llamay._core import matmul as mm
 from llamay.gguf import BY_ID, read
 from llamay.store import resolve_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from models import resolve as resolve_shape
 
 PREFILL_TOKENS = 512
 MATMUL_WEIGHTS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
@@ -53,12 +58,17 @@ def measure(products, n_tokens: int, threads: int, budget_s: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="gemma3:270m", help="MODEL: a .gguf path or store name")
+    parser.add_argument(
+        "--model",
+        default="gemma3:270m",
+        help="MODEL: a .gguf path, a store name, or SHAPE:TYPE of bench/models.py",
+    )
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     parser.add_argument("--hugepages", action="store_true", help="copy weights into 2 MiB pages")
     parser.add_argument("--budget", type=float, default=0.5, help="seconds per measurement")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
+    args.model = resolve_shape(args.model)
     threads = [int(t) for t in args.threads.split(",")]
 
     weights = matmul_weights(resolve_model(args.model))

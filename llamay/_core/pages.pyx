@@ -46,6 +46,9 @@ HUGE_PAGE = 2 << 20
 # elements. Q8_0 is ggml's block: 32 int8 values and their binary16 scale, 34 bytes.
 KV_TYPES = {"F16": 1, "F32": 0, "Q8_0": 2}
 Q8_0_BLOCK = 32
+# The element of each floating-point KV type, as it lies in memory on this machine (pages are
+# little-endian when read out); Q8_0 has blocks, not elements.
+FLOAT_KV_ELEMENTS = {"F16": np.dtype(np.float16), "F32": np.dtype(np.float32)}
 
 
 def kv_row_bytes(str dtype, head_dim) -> int:
@@ -54,10 +57,8 @@ def kv_row_bytes(str dtype, head_dim) -> int:
     if dtype not in KV_TYPES:
         raise ValueError(f"the KV type must be one of {', '.join(KV_TYPES)}, not {dtype!r}")
     head_dim = operator.index(head_dim)
-    if dtype == "F32":
-        return 4 * head_dim
-    if dtype == "F16":
-        return 2 * head_dim
+    if dtype in FLOAT_KV_ELEMENTS:
+        return FLOAT_KV_ELEMENTS[dtype].itemsize * head_dim
     if head_dim % Q8_0_BLOCK:
         raise ValueError(
             f"a Q8_0 KV cache needs a head size that is a multiple of {Q8_0_BLOCK}, and this "
@@ -155,8 +156,8 @@ cdef class PageMemory:
         cdef int64_t at = self._page_id(page) * self.c.page_bytes
         raw = np.asarray(self.data[at : at + self.c.page_bytes])
         if sys.byteorder == "big":  # F16 or F32 (Q8_0 refuses big-endian machines)
-            element = np.float16 if self.dtype == "F16" else np.float32
-            raw = raw.view(element).astype(np.dtype(element).newbyteorder("<"))
+            element = FLOAT_KV_ELEMENTS[self.dtype]
+            raw = raw.view(element).astype(element.newbyteorder("<"))
         return raw.tobytes()
 
     def write(self, page, raw) -> None:
@@ -166,8 +167,8 @@ cdef class PageMemory:
         if values.shape[0] != self.c.page_bytes:
             raise ValueError(f"a page has {self.c.page_bytes} bytes, not {values.shape[0]}")
         if sys.byteorder == "big":
-            element = np.float16 if self.dtype == "F16" else np.float32
-            values = values.view(np.dtype(element).newbyteorder("<")).astype(element).view(np.uint8)
+            element = FLOAT_KV_ELEMENTS[self.dtype]
+            values = values.view(element.newbyteorder("<")).astype(element).view(np.uint8)
         np.asarray(self.data[at : at + self.c.page_bytes])[:] = values
 
     def k_view(self, page, layer) -> np.ndarray:
@@ -184,7 +185,7 @@ cdef class PageMemory:
         block = np.asarray(self.data[at : at + self.c.kv_bytes])
         if self.dtype == "Q8_0":
             return block.reshape(self.c.n_kv_heads, self.c.page_tokens, self.c.row_bytes)
-        block = block.view(np.float16 if self.dtype == "F16" else np.float32)
+        block = block.view(FLOAT_KV_ELEMENTS[self.dtype])
         return block.reshape(self.c.n_kv_heads, self.c.page_tokens, self.c.head_dim)
 
     cdef llamay_page_id _page_id(self, object page) except -1:

@@ -23,11 +23,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from llamay._core import pages
 from llamay._core.pages import kv_row_bytes
 
 # F16 is llama.cpp's default (half the memory of F32); Q8_0 takes 17/32 of F16's bytes
-KV_TYPES = ("F16", "F32", "Q8_0")
-_FLOATS = {"F16": np.dtype("<f2"), "F32": np.dtype("<f4")}
+KV_TYPES = tuple(pages.KV_TYPES)
+# a floating-point type's element in canonical (little-endian) page bytes
+FLOAT_KV_ELEMENTS = {name: e.newbyteorder("<") for name, e in pages.FLOAT_KV_ELEMENTS.items()}
 _Q8_0 = np.dtype([("d", "<f2"), ("q", "i1", (32,))])
 # the attention kernels visit positions in tiles of one page
 PAGE_TOKENS = (16, 32, 64)
@@ -83,16 +85,16 @@ class KVLayout:
         """The K and V values in canonical bytes of whole pages, as floats: an array of
         (pages * n_layers * 2 * n_kv_heads, page_tokens, head_dim) (Q8_0 dequantized to F32)."""
         shape = (-1, self.page_tokens, self.head_dim)
-        if self.dtype in _FLOATS:
-            return np.frombuffer(raw, dtype=_FLOATS[self.dtype]).reshape(shape)
+        if self.dtype in FLOAT_KV_ELEMENTS:
+            return np.frombuffer(raw, dtype=FLOAT_KV_ELEMENTS[self.dtype]).reshape(shape)
         blocks = np.frombuffer(raw, dtype=_Q8_0)
         values = blocks["q"].astype(np.float32) * blocks["d"].astype(np.float32)[:, None]
         return values.reshape(shape)
 
     def finite(self, raw: bytes | memoryview) -> bool:
         """Whether every K and V value in canonical page bytes is finite."""
-        if self.dtype in _FLOATS:
-            return bool(np.isfinite(np.frombuffer(raw, dtype=_FLOATS[self.dtype])).all())
+        if self.dtype in FLOAT_KV_ELEMENTS:
+            return bool(np.isfinite(np.frombuffer(raw, dtype=FLOAT_KV_ELEMENTS[self.dtype])).all())
         return bool(np.isfinite(np.frombuffer(raw, dtype=_Q8_0)["d"]).all())
 
     def positions(self, raw: bytes | memoryview, n: int) -> np.ndarray:

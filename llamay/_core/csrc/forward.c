@@ -430,32 +430,33 @@ static void rope_and_store(const step *st, int il, int t) {
 
 /* Token t attends over its sequence's pages, every KV head in turn; then its output is
    quantized for the output projection. */
-static void attend(const step *st, int il, int t) {
+/* Attention of token t's query heads that share KV head g, into the ATTN rows. A (token, KV
+   head) pair is the unit that threads split: its result is the same bits whichever thread
+   computes it, so a decode step (one token) uses every thread on a deep context without the
+   thread count touching a bit. */
+static void attend(const step *st, int il, int t, int g) {
     const llamay_model *m = st->m;
     const llamay_layer *l = &m->layers[il];
     const int D = m->head_dim, group = l->n_head / l->n_head_kv;
     const float *q = st->s->f[Q] + (size_t)t * l->q.w.n_rows;
     float *out = st->s->f[ATTN] + (size_t)t * l->n_head * D;
-    for (int g = 0; g < l->n_head_kv; g++) {
-        const llamay_attention a = {
-            .kv = st->kv,
-            .page_table = st->b->page_tables[t],
-            .layer = il,
-            .kv_head = g,
-            .n_q = group,
-            /* an encoder's token sees its whole sequence: attention reads positions up to
-               .pos, and reads nothing else of the query's position */
-            .pos = m->bidirectional ? st->b->last_positions[t] : st->b->positions[t],
-            .window = l->window,
-            .scale = m->attn_scale,
-            .softcap = m->attn_softcap,
-            .sinks = l->sinks != NULL ? l->sinks + (size_t)g * group : NULL,
-            .q = q + (size_t)g * group * D,
-            .out = out + (size_t)g * group * D,
-        };
-        m->kernels->attention(&a);
-    }
-    quantize_row(st, &l->o.w, out, t);
+    const llamay_attention a = {
+        .kv = st->kv,
+        .page_table = st->b->page_tables[t],
+        .layer = il,
+        .kv_head = g,
+        .n_q = group,
+        /* an encoder's token sees its whole sequence: attention reads positions up to
+           .pos, and reads nothing else of the query's position */
+        .pos = m->bidirectional ? st->b->last_positions[t] : st->b->positions[t],
+        .window = l->window,
+        .scale = m->attn_scale,
+        .softcap = m->attn_softcap,
+        .sinks = l->sinks != NULL ? l->sinks + (size_t)g * group : NULL,
+        .q = q + (size_t)g * group * D,
+        .out = out + (size_t)g * group * D,
+    };
+    m->kernels->attention(&a);
 }
 
 /* proj[t] (the attention or FFN output) post-normed and scaled where the family does, added to
@@ -493,7 +494,7 @@ static void activate(const step *st, const llamay_layer *l, int t) {
 }
 
 #define MY_TOKENS(st, t) for (int t = (st)->thread; t < (st)->b->n_tokens; t += (st)->n_threads)
-/* this thread's assignments (moe_ffn), in expert order */
+/* this thread's share of n independent units (experts' rows, attention heads), interleaved */
 #define MY_ROWS(st, i, n) for (int i = (st)->thread; i < (n); i += (st)->n_threads)
 
 /* ---- mixture of experts ---- */
@@ -729,7 +730,12 @@ static void layer(const step *st, int il) {
 #pragma omp barrier
     MY_TOKENS(st, t) rope_and_store(st, il, t);
 #pragma omp barrier
-    MY_TOKENS(st, t) attend(st, il, t);
+    const int n_kv = l->n_head_kv;
+    MY_ROWS(st, u, T * n_kv) attend(st, il, u / n_kv, u % n_kv);
+#pragma omp barrier
+    MY_TOKENS(st, t) {
+        quantize_row(st, &l->o.w, s->f[ATTN] + (size_t)t * l->n_head * st->m->head_dim, t);
+    }
 #pragma omp barrier
     linear(st, &l->o, T, s->f[PROJ]);
 #pragma omp barrier

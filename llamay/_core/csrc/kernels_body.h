@@ -156,6 +156,12 @@ static inline v16 kv_load_q8_0(const unsigned char *rows, int64_t row_bytes, int
                    v16_set1(llamay_fp16_to_fp32_scalar(scale)));
 }
 
+/* A page's K (or V) rows of one head are contiguous, but the next page lies anywhere: the
+   prefetchers cannot guess it, so a tile asks for the next tile's rows while it works. */
+static inline void prefetch_bytes(const unsigned char *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+}
+
 /* The tile loop, for K/V rows loaded by LOAD (fp32, fp16 or Q8_0), for `heads` query heads
 (a compile-time constant, so that the accumulators live in registers); head_dim a multiple of
 16; page_tokens a multiple of 16, at most 64. */
@@ -176,6 +182,12 @@ static inline v16 kv_load_q8_0(const unsigned char *rows, int64_t row_bytes, int
         const int32_t page = a->page_table[tile];                                                  \
         const unsigned char *K = llamay_page_k(kv, page, a->layer, a->kv_head);                    \
         const unsigned char *V = llamay_page_v(kv, page, a->layer, a->kv_head);                    \
+        if (tile < a->pos / P) {                                                                   \
+            const int32_t next = a->page_table[tile + 1];                                          \
+            const size_t bytes = (size_t)P * kv->row_bytes;                                        \
+            prefetch_bytes(llamay_page_k(kv, next, a->layer, a->kv_head), bytes);                  \
+            prefetch_bytes(llamay_page_v(kv, next, a->layer, a->kv_head), bytes);                  \
+        }                                                                                          \
         const int base = tile * P;                                                                 \
         const int j0 = first > base ? first - base : 0;                                            \
         const int j1 = a->pos - base + 1 < P ? a->pos - base + 1 : P;                              \

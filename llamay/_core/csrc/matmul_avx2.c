@@ -276,6 +276,7 @@ INLINE float q32_row(int type, const llamay_weight *w, const llamay_act_q *a, in
                      __m256i table) {
     const int nb = w->n_cols / 32;
     const uint8_t *row = w->packed + (size_t)r * w->packed_row_bytes;
+    llamay_prefetch_ahead(row, w->packed_row_bytes); /* rows lie end to end */
     __m256 acc = _mm256_setzero_ps();
     int g = 0;
     for (; g < nb / 8; g++) {
@@ -542,6 +543,7 @@ INLINE void k_row(int type, const llamay_weight *w, const uint8_t *act, int t0, 
                   float (*acc)[LLAMAY_QUANT_LANES]) {
     const int nb = w->n_cols / 256;
     const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+    llamay_prefetch_ahead(row, w->row_bytes);
     const int offset = offset256(type);
     memset(acc, 0, sizeof(float) * LLAMAY_QUANT_LANES * (size_t)n_tok);
     for (int b = 0; b < nb; b++) {

@@ -267,6 +267,7 @@ INLINE float q32_row(int type, const llamay_weight *w, const llamay_act_q *a, in
                      __m512i table) {
     const int nb = w->n_cols / 32;
     const uint8_t *row = w->packed + (size_t)r * w->packed_row_bytes;
+    llamay_prefetch_ahead(row, w->packed_row_bytes); /* rows lie end to end */
     __m256 acc = _mm256_setzero_ps();
     int g = 0;
     for (; g < nb / 8; g++) {
@@ -286,6 +287,7 @@ INLINE void q32_row_tokens(int type, const llamay_weight *w, const llamay_act_q 
                            int r, __m512i table, float (*results)[LLAMAY_ROW_BLOCK], int column) {
     const int nb = w->n_cols / 32;
     const uint8_t *row = w->packed + (size_t)r * w->packed_row_bytes;
+    llamay_prefetch_ahead(row, w->packed_row_bytes);
     __m256 acc[LLAMAY_DECODE_TOKENS];
     for (int t = 0; t < n_tok; t++) {
         acc[t] = _mm256_setzero_ps();
@@ -809,6 +811,7 @@ INLINE void k_row(int type, const llamay_weight *w, const uint8_t *act, int t0, 
     (void)scratch; /* the driver's per-token lanes: these accumulators live below instead */
     const int nb = w->n_cols / 256;
     const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+    llamay_prefetch_ahead(row, w->row_bytes);
     const int n_vec = n_tok / 8 * 8;
     const size_t scales_offset = llamay_act_scales_offset(LLAMAY_ACT_Q8_K, w->n_cols);
     const __m256i row_offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),

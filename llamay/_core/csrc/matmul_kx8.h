@@ -159,8 +159,10 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
             acc[t][l] = _mm256_setzero_ps();
         }
     }
+    const int block_bytes = llamay_kx8_block_bytes(type);
     for (int b = 0; b < nb; b++) {
         const uint8_t *g = llamay_kx8_block(w, r0, b);
+        llamay_prefetch_ahead(g, (size_t)block_bytes); /* a group's blocks lie end to end */
         __m256i i1[KX8_TOKENS], i2[KX8_TOKENS];
         kx8_ints(type, g, a, b, nt, i1, i2);
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));

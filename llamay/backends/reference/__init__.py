@@ -18,10 +18,10 @@ from llamay.backends.base import Batch
 from llamay.backends.reference.forward import ReferenceForward
 from llamay.errors import LlamayError
 from llamay.models.spec import ModelSpec
-from llamay.state.layout import KVLayout
+from llamay.state.layout import FLOAT_KV_ELEMENTS, KVLayout
 
 # Q8_0 is the CPU backend's: the float64 spec has no quantized KV
-REFERENCE_KV_TYPES = {"F16": np.float16, "F32": np.float32}
+REFERENCE_KV_TYPES = {name: e.newbyteorder("=") for name, e in FLOAT_KV_ELEMENTS.items()}
 
 
 class NumpyPages:
