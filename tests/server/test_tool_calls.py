@@ -22,10 +22,15 @@ import openai
 import pytest
 
 import llamay
+from llamay.grammar import Grammar
+from llamay.grammar.lazy import LazyGrammar
 from llamay.server import inference
 from llamay.server.answer import Answer
 from llamay.server.toolcalls import FORMATS, format_of, parse_calls
 from llamay.tokenizer.chat import ChatTemplate
+from llamay.tokenizer.chat_builtin import BUILTIN_TEMPLATES
+
+from helpers import families
 
 pytestmark = pytest.mark.slow
 
@@ -378,3 +383,111 @@ def test_raw_http_auto_call_has_no_marker_in_content(server):
     message = answer["choices"][0]["message"]
     assert answer["choices"][0]["finish_reason"] == "tool_calls"
     assert message["tool_calls"][0]["function"]["name"] == "get_weather"
+
+
+# --- gpt-oss's Harmony calls, held to the schema -------------------------------------------------
+
+HARMONY_ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@pytest.mark.parametrize(
+    ("choice", "named", "prefill"),
+    [
+        ("auto", None, "<|channel|>commentary to=functions."),
+        ("required", None, ""),
+        ("named", "get_time", ""),
+    ],
+)
+def test_a_harmony_call_is_held_to_the_schema(model, choice, named, prefill):
+    """Gemma's weights under gpt-oss's template (its markers are text in Gemma's vocabulary):
+    under auto the grammar waits for `to=functions.` (here the prefill), a forced call holds
+    from the first token; the arguments follow the named tool's schema."""
+    original = ChatTemplate.from_gguf_metadata(model.file.metadata)
+    model.__dict__["chat_template"] = ChatTemplate(
+        BUILTIN_TEMPLATES["harmony"], bos_token=original.bos_token, eos_token=original.eos_token
+    )
+    assert format_of(model.chat_template.source).name == "harmony"
+    messages = HARMONY_ASK + ([{"role": "assistant", "content": prefill}] if prefill else [])
+    ids = inference.chat_prompt(model, messages, tools=[WEATHER, TIME])
+    grammar = inference.tool_grammar(model, [WEATHER, TIME], choice, named, prefill=prefill)
+    generation = model.generate(ids, max_tokens=80, temperature=0, grammar=grammar)
+    answer = inference.answer(model, ids, [WEATHER, TIME], prefill)
+    for piece in generation.pieces():
+        answer.feed(piece)
+    answer.finish()
+    assert generation.finish_reason == "stop", generation.text
+    [call] = answer.calls
+    if named:
+        assert call.name == named
+    tool = WEATHER if call.name == "get_weather" else TIME
+    jsonschema.validate(call.arguments, tool["function"]["parameters"])
+
+
+def test_a_harmony_grammar_matches_control_tokens_by_their_text(model):
+    """Where the vocabulary has the header's markers as control tokens (gpt-oss's), the grammar
+    allows the control token where it allows its text: shown here on Gemma's own control token
+    `<start_of_turn>`, with a lazy grammar that holds from the first token."""
+    gbnf = 'root ::= "<start_of_turn>" "ok"'
+    lazy = LazyGrammar(Grammar.from_gbnf(gbnf), (), controls=("<start_of_turn>",))
+    matcher = lazy.matcher(model.tokenizer)
+    [control] = model.tokenizer.tokenize("<start_of_turn>", add_bos=False, special=True)
+    assert model.tokenizer.is_control(control)
+    mask = matcher.allowed()
+    assert mask[control] and mask.sum() >= 1
+    matcher.accept(control)
+    assert not matcher.allowed()[control]
+    for token in model.tokenizer.tokenize("ok", add_bos=False, special=False):
+        matcher.accept(token)
+    assert matcher.can_end
+
+
+@pytest.fixture(scope="module")
+def gpt_oss(launch, tmp_path_factory):
+    """A server of the synthetic gpt-oss model (tests/data/families: random weights, the
+    built-in Harmony template): what it writes is noise but for what the grammar holds."""
+    models = tmp_path_factory.mktemp("gpt-oss-models")
+    path = families.model_file("gpt-oss-MXFP4_MOE", models)
+    running = launch(tmp_path_factory.mktemp("gpt-oss-home"), "--models-dir", str(models))
+    running.model = str(path)
+    return running
+
+
+@pytest.mark.parametrize("tool_choice", ["required", "named"])
+def test_gpt_oss_forced_calls_have_valid_arguments(gpt_oss, tool_choice):
+    client = openai.OpenAI(base_url=gpt_oss.url("/v1"), api_key="unused", max_retries=0)
+    choice = (
+        {"type": "function", "function": {"name": "get_time"}}
+        if tool_choice == "named"
+        else "required"
+    )
+    completion = client.chat.completions.create(
+        model=gpt_oss.model,
+        messages=HARMONY_ASK,
+        tools=[WEATHER, TIME],
+        tool_choice=choice,
+        temperature=0,
+        max_tokens=120,
+    )
+    [result] = completion.choices
+    assert result.finish_reason == "tool_calls", result.message
+    [call] = result.message.tool_calls
+    tool = {"get_weather": WEATHER, "get_time": TIME}[call.function.name]
+    if tool_choice == "named":
+        assert call.function.name == "get_time"
+    jsonschema.validate(json.loads(call.function.arguments), tool["function"]["parameters"])
+    # The Responses API, on the same grammar.
+    flat = [{"type": "function", **t["function"]} for t in (WEATHER, TIME)]
+    response = client.responses.create(
+        model=gpt_oss.model,
+        input="What is the weather in Paris?",
+        tools=flat,
+        tool_choice="required"
+        if tool_choice == "required"
+        else {"type": "function", "name": "get_time"},
+        temperature=0,
+        max_output_tokens=120,
+        store=False,
+    )
+    [item] = [item for item in response.output if item.type == "function_call"]
+    tool = {"get_weather": WEATHER, "get_time": TIME}[item.name]
+    jsonschema.validate(json.loads(item.arguments), tool["function"]["parameters"])
