@@ -10,7 +10,8 @@ or its stream of events (`response.created`, `response.in_progress`,
 
 With `store` (the default) the response is kept as a context (responses_store.py): a request
 with `previous_response_id` forks it and feeds only the tokens it does not hold yet.
-`GET`/`DELETE /v1/responses/{id}` read and remove a stored response;
+`GET`/`DELETE /v1/responses/{id}` read and remove a stored response,
+`GET /v1/responses/{id}/input_items` lists its input items (OpenAI's paged list);
 `POST /v1/responses/input_tokens` counts the tokens a request's input would be.
 """
 

@@ -15,7 +15,9 @@ by the markers its source writes:
 Under tool_choice "auto" the answer is free text until the format's opening marker; from there
 a lazy grammar (grammar/lazy.py) holds it to calls whose arguments follow the tools' JSON
 schemas, up to the closing marker (then more calls, or the end). "required" and a named tool
-force a call from the first token: the same grammar, not lazy. `CallParser` reads an answer as
+force a call from the first token: the same grammar, not lazy. Harmony's call sits in the
+message header, with control tokens between the name and the arguments: its grammar matches
+them by their text (grammar/lazy.py's `controls`). `CallParser` reads an answer as
 it streams: text before the first marker, then each call once it is complete.
 """
 
