@@ -126,10 +126,6 @@ class Matcher:
             mask[self._eog] = True
         return mask
 
-    def allows_bytes(self, data: bytes) -> bool:
-        """Whether the language allows `data` next (nothing consumed)."""
-        return self._recognizer.accepts_prefix(data)
-
     def feed_bytes(self, data: bytes) -> bool:
         """Advances past raw bytes that reached the sequence other than as one allowed token
         (the text after a lazy grammar's trigger, inside the token that completed it). False,

@@ -61,10 +61,7 @@ MAX_ONE_OF = 128
 
 def to_gbnf(schema: dict[str, Any] | bool) -> str:
     """GBNF whose root is the JSON texts that validate against `schema`."""
-    converter = _Converter(schema)
-    converter.rules["root"] = ""
-    converter.rules["root"] = converter.expression(schema, "root", "#")
-    return "".join(f"{name} ::= {body}\n" for name, body in converter.rules.items())
+    return to_gbnf_rules({"root": schema})
 
 
 def to_gbnf_rules(schemas: dict[str, dict[str, Any] | bool]) -> str:

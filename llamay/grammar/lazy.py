@@ -12,11 +12,6 @@ answer that begins with "{"). Text before the trigger is free; control tokens co
 text (a trigger may be one, like Mistral's `[TOOL_CALLS]`). A trigger whose token goes on with
 text the grammar refuses (`<tool_call></tool_call>` written as prose) does not count: generation
 stays free, and the next trigger may turn the grammar on.
-
-`controls` name control tokens the grammar may match by their text (gpt-oss's calls hold
-`<|channel|>`, `<|constrain|>` and `<|message|>`, which a grammar over text never allows): such
-a token is allowed where the grammar allows its text, and feeds that text. A lazy grammar
-without triggers holds from the first token (a forced call in such a format).
 """
 
 from __future__ import annotations
@@ -26,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llamay.errors import GrammarError
 from llamay.grammar.grammar import Grammar, Matcher
 from llamay.tokenizer import Tokenizer
 
@@ -40,22 +34,15 @@ class Trigger:
 
 
 class LazyGrammar:
-    """`grammar`, enforced from the first of `triggers` on (from the first generated token
-    when there are none). `prefix` is text the answer already begins with (an assistant
-    prefill): a trigger in it turns the grammar on from the start. `controls`: the texts of control tokens
-    the grammar may match (the module docstring)."""
+    """`grammar`, enforced from the first of `triggers` on. `prefix` is text the answer already
+    begins with (an assistant prefill): a trigger in it turns the grammar on from the start."""
 
-    def __init__(
-        self,
-        grammar: Grammar,
-        triggers: Sequence[Trigger],
-        prefix: str = "",
-        controls: Sequence[str] = (),
-    ) -> None:
+    def __init__(self, grammar: Grammar, triggers: Sequence[Trigger], prefix: str = "") -> None:
+        if not triggers:
+            raise ValueError("a lazy grammar needs at least one trigger")
         self.grammar = grammar
         self.triggers = tuple(triggers)
         self.prefix = prefix
-        self.controls = tuple(controls)
 
     @property
     def gbnf(self) -> str:
@@ -74,12 +61,9 @@ class LazyMatcher:
         self._tokenizer = tokenizer
         self._seen = b""  # the answer's bytes while free (prefix included)
         self._inner: Matcher | None = None
-        self._longest = max((len(t.text.encode()) for t in lazy.triggers), default=0)
+        self._longest = max(len(t.text.encode()) for t in lazy.triggers)
         self._scanned = 0  # where the search for a trigger goes on from
-        self._controls = _control_tokens(tokenizer, lazy.controls)
-        if not lazy.triggers:  # held from the first generated token
-            self._inner = lazy.grammar.matcher(tokenizer)
-        elif lazy.prefix:
+        if lazy.prefix:
             self._see(lazy.prefix.encode())
 
     @property
@@ -96,23 +80,12 @@ class LazyMatcher:
         return self._inner.must_end if self._inner is not None else False
 
     def allowed(self) -> np.ndarray | None:
-        """None (any token) while free; the grammar's mask once triggered (with the control
-        tokens whose text it allows)."""
-        if self._inner is None:
-            return None
-        mask = self._inner.allowed()
-        for token, text in self._controls.items():
-            if self._inner.allows_bytes(text):
-                mask[token] = True
-        return mask
+        """None (any token) while free; the grammar's mask once triggered."""
+        return self._inner.allowed() if self._inner is not None else None
 
     def accept(self, token: int) -> None:
         if self._inner is not None:
-            text = self._controls.get(token)
-            if text is None:
-                self._inner.accept(token)
-            elif not self._inner.feed_bytes(text):
-                raise GrammarError(f"control token {text!r} is not allowed here by the grammar")
+            self._inner.accept(token)
             return
         if self._tokenizer.is_eog(token):
             return
@@ -144,14 +117,3 @@ class LazyMatcher:
             if at >= 0 and (best is None or at < best):
                 best = at
         return best
-
-
-def _control_tokens(tokenizer: Tokenizer, texts: Sequence[str]) -> dict[int, bytes]:
-    """The control tokens of the vocabulary that stand for `texts` (id -> text); a text that is
-    no single control token there (a vocabulary without it) is matched as plain text."""
-    found = {}
-    for text in texts:
-        ids = tokenizer.tokenize(text, add_bos=False, special=True)
-        if len(ids) == 1 and tokenizer.is_control(ids[0]) and not tokenizer.is_eog(ids[0]):
-            found[ids[0]] = text.encode()
-    return found

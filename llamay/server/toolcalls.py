@@ -15,9 +15,8 @@ by the markers its source writes:
 Under tool_choice "auto" the answer is free text until the format's opening marker; from there
 a lazy grammar (grammar/lazy.py) holds it to calls whose arguments follow the tools' JSON
 schemas, up to the closing marker (then more calls, or the end). "required" and a named tool
-force a call from the first token: the same grammar, not lazy. Harmony's call sits in the
-message header, with control tokens between the name and the arguments: its grammar matches
-them by their text (grammar/lazy.py's `controls`). `CallParser` reads an answer as
+force a call from the first token: the same grammar, not lazy. Harmony's call sits in its
+message's header: the grammar holds the name, the header and the arguments. `CallParser` reads an answer as
 it streams: text before the first marker, then each call once it is complete.
 """
 
@@ -177,22 +176,23 @@ def _framing(fmt: ToolFormat, parallel: bool) -> str:
     return rules + f"llamay-calls ::= {start}root {more}\n"
 
 
-# gpt-oss's control tokens inside a call's header, which its grammar matches by their text.
-_HARMONY_CONTROLS = ("<|channel|>", "<|constrain|>", "<|message|>")
 # The header between a call's `to=functions.NAME` and its arguments, as gpt-oss writes it
 # (` <|constrain|>json<|message|>`) and as the template writes past calls
-# (`<|channel|>commentary json<|message|>`).
+# (`<|channel|>commentary json<|message|>`). Its markers are text to a grammar: gpt-oss's
+# vocabulary has them as tokens that are always rendered (tokenizer/vocab.py, as llama.cpp).
 _HARMONY_HEADER = (
     'llamay-header ::= " "? ("<|channel|>commentary" " "?)? "<|constrain|>"? "json"? '
     '"<|message|>"\n'
 )
 
 
-def _harmony_grammar(functions: list[dict[str, Any]], choice: str, prefix: str) -> LazyGrammar:
+def _harmony_grammar(
+    functions: list[dict[str, Any]], choice: str, prefix: str
+) -> Grammar | LazyGrammar:
     """gpt-oss writes a call in its message's header, `to=functions.NAME`, and the arguments
-    after `<|message|>` (control tokens, matched by their text); the call ends with `<|call|>`,
-    an end of generation, so an answer makes one call. Under auto the grammar waits for
-    `to=functions.`; a forced call opens the commentary channel from the first token."""
+    after `<|message|>`; the call ends with `<|call|>`, an end of generation, so an answer
+    makes one call. Under auto the grammar waits for `to=functions.`; a forced call opens the
+    commentary channel from the first token."""
     rules = {
         f"llamay-args-{i}": f.get("parameters") or {"type": "object", "properties": {}}
         for i, f in enumerate(functions)
@@ -210,9 +210,8 @@ def _harmony_grammar(functions: list[dict[str, Any]], choice: str, prefix: str) 
     if choice == "auto":
         grammar = Grammar.from_gbnf(gbnf, root="llamay-lazy")
         triggers = [Trigger(t) for t in HARMONY.opening]
-        return LazyGrammar(grammar, triggers, prefix=prefix, controls=_HARMONY_CONTROLS)
-    grammar = Grammar.from_gbnf(gbnf, root="llamay-forced")
-    return LazyGrammar(grammar, (), controls=_HARMONY_CONTROLS)
+        return LazyGrammar(grammar, triggers, prefix=prefix)
+    return Grammar.from_gbnf(gbnf, root="llamay-forced")
 
 
 # --- reading an answer ----------------------------------------------------------------------------

@@ -62,20 +62,3 @@ def test_anchored_triggers_count_only_at_the_start(tokenizer):
 def test_a_prefix_with_the_trigger_starts_held(tokenizer):
     matcher = LazyGrammar(CALL, [Trigger("<call>")], prefix="<call>ab").matcher(tokenizer)
     assert matcher.triggered and matcher.allowed() is not None
-
-
-def test_without_triggers_it_holds_from_the_first_token(tokenizer):
-    matcher = LazyGrammar(CALL, []).matcher(tokenizer)
-    assert matcher.triggered
-    mask = matcher.allowed()
-    [letter] = tokenizer.tokenize("a", add_bos=False)
-    assert not mask[letter]  # the grammar's first byte is "<"
-    feed(matcher, tokenizer, "<call>abc</call>")
-    assert matcher.must_end
-
-
-def test_a_control_text_the_vocabulary_lacks_is_plain_text(tokenizer):
-    # GPT-2 has no "<call>" token: the grammar is matched by the text's own tokens, as without
-    matcher = LazyGrammar(CALL, [], controls=("<call>",)).matcher(tokenizer)
-    feed(matcher, tokenizer, "<call>abc</call>")
-    assert matcher.must_end

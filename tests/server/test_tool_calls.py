@@ -22,8 +22,7 @@ import openai
 import pytest
 
 import llamay
-from llamay.grammar import Grammar
-from llamay.grammar.lazy import LazyGrammar
+from llamay.gguf import read, writer
 from llamay.server import inference
 from llamay.server.answer import Answer
 from llamay.server.toolcalls import FORMATS, format_of, parse_calls
@@ -423,24 +422,6 @@ def test_a_harmony_call_is_held_to_the_schema(model, choice, named, prefill):
     jsonschema.validate(call.arguments, tool["function"]["parameters"])
 
 
-def test_a_harmony_grammar_matches_control_tokens_by_their_text(model):
-    """Where the vocabulary has the header's markers as control tokens (gpt-oss's), the grammar
-    allows the control token where it allows its text: shown here on Gemma's own control token
-    `<start_of_turn>`, with a lazy grammar that holds from the first token."""
-    gbnf = 'root ::= "<start_of_turn>" "ok"'
-    lazy = LazyGrammar(Grammar.from_gbnf(gbnf), (), controls=("<start_of_turn>",))
-    matcher = lazy.matcher(model.tokenizer)
-    [control] = model.tokenizer.tokenize("<start_of_turn>", add_bos=False, special=True)
-    assert model.tokenizer.is_control(control)
-    mask = matcher.allowed()
-    assert mask[control] and mask.sum() >= 1
-    matcher.accept(control)
-    assert not matcher.allowed()[control]
-    for token in model.tokenizer.tokenize("ok", add_bos=False, special=False):
-        matcher.accept(token)
-    assert matcher.can_end
-
-
 @pytest.fixture(scope="module")
 def gpt_oss(launch, tmp_path_factory):
     """A server of the synthetic gpt-oss model (tests/data/families: random weights, the
@@ -491,3 +472,52 @@ def test_gpt_oss_forced_calls_have_valid_arguments(gpt_oss, tool_choice):
     [item] = [item for item in response.output if item.type == "function_call"]
     tool = {"get_weather": WEATHER, "get_time": TIME}[item.name]
     jsonschema.validate(json.loads(item.arguments), tool["function"]["parameters"])
+
+
+@pytest.fixture(scope="module")
+def harmony_vocab_model(tmp_path_factory, gemma_path):
+    """Gemma's weights with gpt-oss's template and three of its unused control tokens renamed
+    `<|channel|>`, `<|constrain|>` and `<|message|>`: the header's markers are tokens of their
+    own here, as in gpt-oss's vocabulary."""
+    source = read(str(gemma_path))
+    tokens = list(source.metadata["tokenizer.ggml.tokens"])
+    assert tokens[6:9] == ["<unused0>", "<unused1>", "<unused2>"]
+    tokens[6:9] = ["<|channel|>", "<|constrain|>", "<|message|>"]
+    metadata = {
+        **source.metadata,
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.chat_template": BUILTIN_TEMPLATES["harmony"],
+    }
+    path = tmp_path_factory.mktemp("harmony-vocab") / "harmony-vocab.gguf"
+    writer.write(path, metadata, source.tensors)
+    loaded = llamay.load(str(path))
+    yield loaded
+    loaded.close()
+
+
+def test_a_harmony_call_with_the_markers_own_tokens_is_held_to_the_schema(harmony_vocab_model):
+    model = harmony_vocab_model
+    assert format_of(model.chat_template.source).name == "harmony"
+    markers = [6, 7, 8]
+    # Always rendered (llama.cpp's rule for gpt-oss's markers): text a grammar can hold.
+    assert [model.tokenizer.token_to_piece(t) for t in markers] == [
+        b"<|channel|>",
+        b"<|constrain|>",
+        b"<|message|>",
+    ]
+    ids = inference.chat_prompt(model, HARMONY_ASK, tools=[WEATHER, TIME])
+    grammar = inference.tool_grammar(model, [WEATHER, TIME], "named", "get_weather")
+    # The bias makes the model take each marker's own token wherever the grammar allows it.
+    bias = dict.fromkeys(markers, 50.0)
+    generation = model.generate(ids, max_tokens=80, temperature=0, grammar=grammar, logit_bias=bias)
+    answer = inference.answer(model, ids, [WEATHER, TIME])
+    for piece in generation.pieces():
+        answer.feed(piece)
+    answer.finish()
+    assert generation.finish_reason == "stop", generation.text
+    written = generation.tokens
+    assert written[0] == 6  # <|channel|>, its own token, opens the call
+    assert 7 in written and 8 in written  # <|constrain|> and <|message|> in the header
+    [call] = answer.calls
+    assert call.name == "get_weather"
+    jsonschema.validate(call.arguments, SCHEMA)
