@@ -477,6 +477,29 @@ def test_a_damaged_response_in_the_state_dir_is_a_clear_error(launch, tmp_path_f
     assert client.responses.retrieve(good.id).output_text == good.output_text  # still serves
 
 
+def test_a_damaged_record_in_llamay_home_is_a_clear_error(launch, tmp_path_factory):
+    home = tmp_path_factory.mktemp("responses-damaged-record-home")
+    first = launch(home)
+    client = openai.OpenAI(base_url=first.url("/v1"), api_key="unused", max_retries=0)
+    truncated, other, good = (greedy(client, input=f"Say {n}.") for n in ("one", "two", "3"))
+    first.process.terminate()
+    first.process.wait(timeout=60)
+    record = home / "responses" / f"{truncated.id}.json"
+    record.write_bytes(record.read_bytes()[:40])
+    # another response's record under this one's name
+    (home / "responses" / f"{good.id}.json").replace(home / "responses" / f"{other.id}.json")
+    again = launch(home)
+    client = openai.OpenAI(base_url=again.url("/v1"), api_key="unused", max_retries=0)
+    for damaged in (truncated, other):
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.responses.retrieve(damaged.id)
+        assert refused.value.status_code == 500
+        assert "record is damaged" in refused.value.body["message"]
+        assert damaged.id in refused.value.body["message"]
+    with pytest.raises(openai.NotFoundError):  # its record moved away: it is not stored
+        client.responses.retrieve(good.id)
+
+
 def test_stored_responses_expire_like_contexts(launch, tmp_path_factory):
     home = tmp_path_factory.mktemp("responses-ttl-home")
     running = launch(home, "--context-ttl", "2s")
