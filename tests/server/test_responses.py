@@ -500,9 +500,11 @@ def test_a_damaged_record_in_llamay_home_is_a_clear_error(launch, tmp_path_facto
         client.responses.retrieve(good.id)
 
 
-def test_stored_responses_expire_like_contexts(launch, tmp_path_factory):
+@pytest.mark.parametrize("shared", [False, True], ids=["home", "state-dir"])
+def test_stored_responses_expire_like_contexts(launch, tmp_path_factory, shared):
     home = tmp_path_factory.mktemp("responses-ttl-home")
-    running = launch(home, "--context-ttl", "2s")
+    state = tmp_path_factory.mktemp("responses-ttl-state")
+    running = launch(home, "--context-ttl", "2s", *(["--state-dir", str(state)] if shared else []))
     client = openai.OpenAI(base_url=running.url("/v1"), api_key="unused", max_retries=0)
     response = greedy(client, input="Hello.")
 
@@ -519,6 +521,7 @@ def test_stored_responses_expire_like_contexts(launch, tmp_path_factory):
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(response.id)
     assert not list((home / "responses").glob(f"{response.id}.*"))
+    assert not (state / "contexts" / response.id).exists()
 
 
 # --- the openai-agents SDK -----------------------------------------------------------------------
