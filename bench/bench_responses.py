@@ -10,10 +10,15 @@ of about `--history` tokens as one stored response, then, `--repeat` times each:
   differ in their first words each time so that no cached prefix is reused (same length).
 
 The time to first token is from sending the request to the first `response.output_text.delta`
-event (streamed, greedy). Medians are printed; `--json` prints them as JSON.
+event (streamed, greedy). Medians are printed, and the first continuation's time apart;
+`--json` prints them as JSON.
+
+`--stored ID` continues the stored response ID (a run before printed it) instead of making one:
+run it against a server restarted on the same `--state-dir` (or `$LLAMAY_HOME`), and the first
+continuation restores the response's context from its snapshot.
 
     python bench/bench_responses.py --base-url http://127.0.0.1:11435/v1 [--model gemma3:270m]
-                                    [--history 800] [--repeat 5] [--json]
+                                    [--history 800] [--repeat 5] [--stored ID] [--json]
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ def main() -> None:
     parser.add_argument("--model", default="gemma3:270m")
     parser.add_argument("--history", type=int, default=800, help="about this many tokens")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--stored", help="continue this stored response (made by a run before)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     client = openai.OpenAI(base_url=args.base_url, api_key="unused", max_retries=0)
@@ -55,14 +61,16 @@ def main() -> None:
     history = " ".join(words[: int(args.history * 0.7)])  # about 1.4 tokens a word here
     question = f"Here is a text.\n\n{history}\n\nWhat is it about?"
     instructions = "Answer briefly."
-    # Not streamed: the first response only has to exist, incomplete or not.
-    stored = client.responses.create(
-        model=args.model,
-        input=question,
-        instructions=instructions,
-        temperature=0,
-        max_output_tokens=16,
-    )
+    if args.stored:
+        stored = client.responses.retrieve(args.stored)
+    else:  # not streamed: the first response only has to exist, incomplete or not
+        stored = client.responses.create(
+            model=args.model,
+            input=question,
+            instructions=instructions,
+            temperature=0,
+            max_output_tokens=16,
+        )
     turn = "Say it in one word."
     whole = [
         {"role": "user", "content": question},
@@ -92,8 +100,10 @@ def main() -> None:
         )
         recomputed.append(seconds)
     result = {
+        "stored": stored.id,
         "prompt_tokens": prompt,
         "cached_tokens": cached,
+        "first_continuation_ttft_s": continued[0],
         "continuation_ttft_s": statistics.median(continued),
         "recompute_ttft_s": statistics.median(recomputed),
     }
@@ -101,7 +111,9 @@ def main() -> None:
         print(json.dumps(result))
     else:
         print(
+            f"stored response {stored.id}\n"
             f"prompt {prompt} tokens, {cached} from the stored response's context\n"
+            f"continuation  TTFT {result['first_continuation_ttft_s'] * 1000:8.1f} ms (first)\n"
             f"continuation  TTFT {result['continuation_ttft_s'] * 1000:8.1f} ms (median)\n"
             f"recompute     TTFT {result['recompute_ttft_s'] * 1000:8.1f} ms (median)"
         )

@@ -61,9 +61,19 @@ MAX_ONE_OF = 128
 
 def to_gbnf(schema: dict[str, Any] | bool) -> str:
     """GBNF whose root is the JSON texts that validate against `schema`."""
-    converter = _Converter(schema)
-    converter.rules["root"] = ""
-    converter.rules["root"] = converter.expression(schema, "root", "#")
+    return to_gbnf_rules({"root": schema})
+
+
+def to_gbnf_rules(schemas: dict[str, dict[str, Any] | bool]) -> str:
+    """GBNF with one rule per name of `schemas`: the JSON texts valid under that schema (each
+    schema its own document for `$ref`), the rules under them named apart. For a grammar that
+    joins several schemas (a tool call's arguments, by the tool's name)."""
+    converter = _Converter(True)
+    for name in schemas:
+        converter.rules[name] = ""  # reserved: no rule under them takes these names
+    for name, schema in schemas.items():
+        converter.root, converter.refs = schema, {}
+        converter.rules[name] = converter.expression(schema, name, "#")
     return "".join(f"{name} ::= {body}\n" for name, body in converter.rules.items())
 
 

@@ -10,7 +10,8 @@ or its stream of events (`response.created`, `response.in_progress`,
 
 With `store` (the default) the response is kept as a context (responses_store.py): a request
 with `previous_response_id` forks it and feeds only the tokens it does not hold yet.
-`GET`/`DELETE /v1/responses/{id}` read and remove a stored response;
+`GET`/`DELETE /v1/responses/{id}` read and remove a stored response,
+`GET /v1/responses/{id}/input_items` lists its input items (OpenAI's paged list);
 `POST /v1/responses/input_tokens` counts the tokens a request's input would be.
 """
 
@@ -82,6 +83,24 @@ _RESPONSE = {
     },
 }
 
+_INPUT_ITEMS_QUERY = {
+    "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+    "order": {"enum": ["asc", "desc"], "default": "desc"},
+    "after": {"type": "string", "description": "an item id: the page starts after it"},
+    "include": {"type": "array", "items": {"type": "string"}},
+}
+_ITEM_LIST = {
+    "type": "object",
+    "required": ["object", "data", "first_id", "last_id", "has_more"],
+    "properties": {
+        "object": {"const": "list"},
+        "data": {"type": "array", "items": _ITEM},
+        "first_id": {"type": ["string", "null"]},
+        "last_id": {"type": ["string", "null"]},
+        "has_more": {"type": "boolean"},
+    },
+}
+
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
     registry = state.extras.setdefault(
@@ -91,6 +110,7 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
     app.add_route("/v1/responses", _Responses(state, store))
     app.add_route("/v1/responses/input_tokens", _InputTokens(state, store))
     app.add_route("/v1/responses/{response_id}", _OneResponse(store))
+    app.add_route("/v1/responses/{response_id}/input_items", _InputItems(store))
     openapi.describe(
         "POST",
         "/v1/responses",
@@ -138,6 +158,15 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
             },
         },
         errors={404: "no such stored response"},
+    )
+    openapi.describe(
+        "GET",
+        "/v1/responses/{response_id}/input_items",
+        "The input items of a stored response, a page at a time",
+        tag="openai",
+        query=_INPUT_ITEMS_QUERY,
+        response=_ITEM_LIST,
+        errors={400: "a bad limit, order or after", 404: "no such stored response"},
     )
 
 
@@ -215,6 +244,56 @@ class _OneResponse:
         resp.media = {"id": response_id, "object": "response", "deleted": True}
 
 
+class _InputItems:
+    """`GET /v1/responses/{id}/input_items`: the input a response was made from, as items (a
+    continuation's own input only, as OpenAI lists it), `limit` at a time, newest first unless
+    `order=asc`, from past the item `after`."""
+
+    def __init__(self, store: ResponseStore) -> None:
+        self.store = store
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, response_id: str) -> None:
+        items = self.store.get(response_id).input_items
+        limit = _query_int(req, "limit", 20, 1, 100)
+        order = req.get_param("order") or "desc"
+        if order not in ("asc", "desc"):
+            raise ApiError(400, f"order must be asc or desc, not {order[:40]!r}", "order")
+        # `include` is accepted and needs nothing: the items carry every field already
+        ordered = items if order == "asc" else items[::-1]
+        start = 0
+        after = req.get_param("after")
+        if after is not None:
+            ids = [item["id"] for item in ordered]
+            if after not in ids:
+                raise ApiError(
+                    400, f"after: no input item {after[:80]!r} in response {response_id}", "after"
+                )
+            start = ids.index(after) + 1
+        page = ordered[start : start + limit]
+        resp.media = {
+            "object": "list",
+            "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": start + limit < len(ordered),
+        }
+
+
+def _query_int(req: falcon.Request, name: str, default: int, low: int, high: int) -> int:
+    raw = req.get_param(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise ApiError(
+            400, f"{name} must be an integer from {low} to {high}, not {raw[:40]!r}", name
+        )
+    return value
+
+
 # --- a request becomes a generation --------------------------------------------------------------
 
 
@@ -230,7 +309,10 @@ def _previous(store: ResponseStore, request: Request) -> Stored | None:
 
 def _sampling(model: Model, request: Request) -> dict[str, Any]:
     try:
-        return inference.sampling_kwargs(model, **request.sampling, grammar=request.grammar(format_of(model.chat_template.source))
+        return inference.sampling_kwargs(
+            model,
+            **request.sampling,
+            grammar=request.grammar(format_of(model.chat_template.source)),
         )
     except ApiError as error:
         if error.param == "max_tokens":  # the table's name for this API's max_output_tokens
@@ -340,7 +422,8 @@ class _Run:
             response["incomplete_details"] = {"reason": "max_output_tokens"}
         self.state.count_tokens(self.model, generation.n_prompt, generation.n_generated)
         if self.request.store:
-            stored = Stored(response, self.conversation + as_messages(output), self.name)
+            conversation = self.conversation + as_messages(output)
+            stored = Stored(response, conversation, self.name, self.request.input_items)
             self.store.put(stored, self.context)  # the store owns the context now
             self._closed = True
         self.response = response

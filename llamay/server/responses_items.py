@@ -41,6 +41,7 @@ class Request:
 
     model: str | None
     messages: list[dict[str, Any]]  # the input, as chat messages
+    input_items: list[dict[str, Any]]  # the input as items, each with an id (input_items route)
     instructions: str | None
     tools: list[dict[str, Any]]  # as given (flat), echoed in the response
     chat_tools: list[dict[str, Any]] | None  # as inference.py takes them; None: no tools offered
@@ -88,6 +89,7 @@ def read_request(body: Mapping[str, Any], *, need_input: bool = True) -> Request
     if raw_input is None and need_input:
         raise ApiError(400, "input is required: a string, or a list of input items", "input")
     messages = input_messages(raw_input) if raw_input is not None else []
+    items = stored_input(raw_input) if raw_input is not None else []
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise ApiError(400, "instructions must be a string", "instructions")
@@ -98,6 +100,7 @@ def read_request(body: Mapping[str, Any], *, need_input: bool = True) -> Request
     return Request(
         model=model,
         messages=messages,
+        input_items=items,
         instructions=instructions or None,
         tools=tools,
         chat_tools=[_chat_tool(tool) for tool in tools] if tools and choice != "none" else None,
@@ -177,6 +180,52 @@ def input_messages(value: Any) -> list[dict[str, Any]]:
     if not messages:
         raise ApiError(400, "input holds no message", "input")
     return messages
+
+
+def stored_input(value: str | list[Any]) -> list[dict[str, Any]]:
+    """A checked `input` (input_messages has read it) as the items `GET
+    /v1/responses/{id}/input_items` lists: each with an id (the client's, or a new one), a
+    message's text as content parts, a status, as OpenAI's API lists them."""
+    if isinstance(value, str):
+        value = [{"role": "user", "content": value}]
+    items = []
+    for item in value:
+        kind = item.get("type", "message")
+        given = item.get("id")
+        if kind == "message":
+            parts = "output_text" if item["role"] == "assistant" else "input_text"
+            content = item["content"]
+            if isinstance(content, str):
+                content = [{"type": parts, "text": content}]
+            stored = {
+                "id": "msg",
+                "type": "message",
+                "role": item["role"],
+                "content": [{"type": p["type"], "text": p["text"]} for p in content],
+                "status": "completed",
+            }
+        elif kind == "function_call":
+            stored = {
+                "id": "fc",
+                "type": kind,
+                "call_id": item["call_id"],
+                "name": item["name"],
+                "arguments": item.get("arguments", "{}"),
+                "status": "completed",
+            }
+        elif kind == "function_call_output":
+            stored = {
+                "id": "fco",
+                "type": kind,
+                "call_id": item["call_id"],
+                "output": item.get("output"),
+                "status": "completed",
+            }
+        else:  # reasoning, as the client sent it
+            stored = {**item, "id": "rs"}
+        stored["id"] = given if isinstance(given, str) and given else item_id(stored["id"])
+        items.append(stored)
+    return items
 
 
 def _message(item: Mapping[str, Any], where: str) -> dict[str, Any]:

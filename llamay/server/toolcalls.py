@@ -15,7 +15,8 @@ by the markers its source writes:
 Under tool_choice "auto" the answer is free text until the format's opening marker; from there
 a lazy grammar (grammar/lazy.py) holds it to calls whose arguments follow the tools' JSON
 schemas, up to the closing marker (then more calls, or the end). "required" and a named tool
-force a call from the first token: the same grammar, not lazy. `CallParser` reads an answer as
+force a call from the first token: the same grammar, not lazy. Harmony's call sits in its
+message's header: the grammar holds the name, the header and the arguments. `CallParser` reads an answer as
 it streams: text before the first marker, then each call once it is complete.
 """
 
@@ -28,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llamay.grammar import Grammar
+from llamay.grammar import Grammar, json_schema
 from llamay.grammar.json_schema import literal
 from llamay.grammar.lazy import LazyGrammar, Trigger
 from llamay.server.errors import ApiError
@@ -175,12 +176,42 @@ def _framing(fmt: ToolFormat, parallel: bool) -> str:
     return rules + f"llamay-calls ::= {start}root {more}\n"
 
 
-def _harmony_grammar(functions: list[dict[str, Any]], choice: str, prefix: str) -> Any:
-    """gpt-oss writes `to=functions.NAME` in the assistant turn's header and the arguments
-    after the control token `<|message|>`, which a byte grammar cannot hold; its calls are
-    parsed, not constrained (see docs/http-api.md)."""
-    del functions, choice, prefix
-    return None
+# The header between a call's `to=functions.NAME` and its arguments, as gpt-oss writes it
+# (` <|constrain|>json<|message|>`) and as the template writes past calls
+# (`<|channel|>commentary json<|message|>`). Its markers are text to a grammar: gpt-oss's
+# vocabulary has them as tokens that are always rendered (tokenizer/vocab.py, as llama.cpp).
+_HARMONY_HEADER = (
+    'llamay-header ::= " "? ("<|channel|>commentary" " "?)? "<|constrain|>"? "json"? '
+    '"<|message|>"\n'
+)
+
+
+def _harmony_grammar(
+    functions: list[dict[str, Any]], choice: str, prefix: str
+) -> Grammar | LazyGrammar:
+    """gpt-oss writes a call in its message's header, `to=functions.NAME`, and the arguments
+    after `<|message|>`; the call ends with `<|call|>`, an end of generation, so an answer
+    makes one call. Under auto the grammar waits for `to=functions.`; a forced call opens the
+    commentary channel from the first token."""
+    rules = {
+        f"llamay-args-{i}": f.get("parameters") or {"type": "object", "properties": {}}
+        for i, f in enumerate(functions)
+    }
+    calls = " | ".join(
+        f"{literal(f['name'])} llamay-header llamay-args-{i}" for i, f in enumerate(functions)
+    )
+    gbnf = (
+        json_schema.to_gbnf_rules(rules)
+        + _HARMONY_HEADER
+        + f'llamay-call ::= "to=functions." ({calls})\n'
+        + 'llamay-lazy ::= " "? llamay-call\n'
+        + 'llamay-forced ::= "<|channel|>commentary " llamay-call\n'
+    )
+    if choice == "auto":
+        grammar = Grammar.from_gbnf(gbnf, root="llamay-lazy")
+        triggers = [Trigger(t) for t in HARMONY.opening]
+        return LazyGrammar(grammar, triggers, prefix=prefix)
+    return Grammar.from_gbnf(gbnf, root="llamay-forced")
 
 
 # --- reading an answer ----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from llamay.errors import GrammarError
-from llamay.grammar import Grammar
+from llamay.grammar import Grammar, json_schema
 
 
 def accepts(schema, value_or_text) -> bool:
@@ -372,3 +372,17 @@ def test_refusal(name):
     with pytest.raises(GrammarError) as info:
         Grammar.from_json_schema(schema)
     assert message in str(info.value)
+
+
+def test_several_schemas_become_rules_named_apart():
+    point = {"$defs": {"n": {"type": "integer"}}, "type": "object",
+             "properties": {"x": {"$ref": "#/$defs/n"}}, "required": ["x"],
+             "additionalProperties": False}  # fmt: skip
+    name = {"$defs": {"n": {"type": "string"}}, "type": "object",
+            "properties": {"x": {"$ref": "#/$defs/n"}}, "required": ["x"],
+            "additionalProperties": False}  # fmt: skip
+    rules = json_schema.to_gbnf_rules({"point": point, "name": name})
+    # each schema's $ref resolves in its own document, though both say "#/$defs/n"
+    both = Grammar.from_gbnf(rules + 'root ::= "p" point | "n" name\n')
+    assert both.accepts('p{"x": 1}') and both.accepts('n{"x": "a"}')
+    assert not both.accepts('p{"x": "a"}') and not both.accepts('n{"x": 1}')

@@ -18,6 +18,8 @@ import jsonschema
 import openai
 import pytest
 
+from helpers import snapshot_file
+
 pytestmark = pytest.mark.slow
 
 MODEL = "gemma3:270m"
@@ -294,6 +296,87 @@ def test_the_routes_are_in_the_openapi_document(server):
     assert set(paths["/v1/responses"]) == {"post"}
     assert set(paths["/v1/responses/{response_id}"]) == {"get", "delete"}
     assert set(paths["/v1/responses/input_tokens"]) == {"post"}
+    listing = paths["/v1/responses/{response_id}/input_items"]
+    assert set(listing) == {"get"}
+    names = {p["name"] for p in listing["get"]["parameters"] if p["in"] == "query"}
+    assert names == {"limit", "order", "after", "include"}
+
+
+# --- the input items of a stored response ----------------------------------------------------------
+
+CALL_INPUT = [
+    {"role": "user", "content": "What is the weather in Paris?"},
+    {
+        "type": "function_call",
+        "call_id": "call_paris",
+        "name": "get_weather",
+        "arguments": '{"city": "Paris"}',
+    },
+    {"type": "function_call_output", "call_id": "call_paris", "output": "Sunny, 21 C."},
+    {"role": "user", "content": [{"type": "input_text", "text": "Say it in one word."}]},
+]
+
+
+def test_input_items_list_the_input_as_stored(client, server):
+    response = greedy(client, input=CALL_INPUT, tools=[WEATHER], tool_choice="none")
+    newest_first = client.responses.input_items.list(response.id)
+    items = list(reversed(newest_first.data))  # the default order is desc
+    assert [item.type for item in items] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+    ids = [item.id for item in items]
+    assert len(set(ids)) == 4 and all(ids)
+    first, call, output, last = items
+    assert first.role == "user" and [(p.type, p.text) for p in first.content] == [
+        ("input_text", "What is the weather in Paris?")
+    ]
+    assert (call.call_id, call.name, call.arguments) == (
+        "call_paris",
+        "get_weather",
+        '{"city": "Paris"}',
+    )
+    assert (output.call_id, output.output) == ("call_paris", "Sunny, 21 C.")
+    assert last.content[0].text == "Say it in one word."
+    # Pages of two, oldest first: the SDK follows `after` from page to page.
+    page = client.responses.input_items.list(response.id, order="asc", limit=2)
+    assert [item.id for item in page.data] == ids[:2] and page.has_more
+    assert [item.id for item in page] == ids  # iterating fetches the next pages
+    raw = httpx.get(
+        server.url(f"/v1/responses/{response.id}/input_items"),
+        params={"order": "asc", "limit": 3, "after": ids[0]},
+    ).json()
+    assert raw["object"] == "list"
+    assert [item["id"] for item in raw["data"]] == ids[1:]
+    assert (raw["first_id"], raw["last_id"], raw["has_more"]) == (ids[1], ids[3], False)
+
+
+def test_a_continuations_input_items_are_its_own_input(client):
+    first = greedy(client, input="Name a colour.")
+    second = greedy(client, previous_response_id=first.id, input="Name another.")
+    [item] = client.responses.input_items.list(second.id).data
+    assert item.type == "message" and item.role == "user"
+    assert [(p.type, p.text) for p in item.content] == [("input_text", "Name another.")]
+    assert item.id.startswith("msg_")
+
+
+@pytest.mark.parametrize(
+    ("params", "param"),
+    [({"limit": 0}, "limit"), ({"limit": 101}, "limit"), ({"limit": "x"}, "limit"),
+     ({"order": "up"}, "order"), ({"after": "msg_nope"}, "after")],
+)  # fmt: skip
+def test_input_items_refuse_bad_pages(client, server, params, param):
+    response = greedy(client, input="Hello.")
+    answer = httpx.get(server.url(f"/v1/responses/{response.id}/input_items"), params=params)
+    assert answer.status_code == 400
+    assert answer.json()["error"]["param"] == param
+
+
+def test_input_items_of_an_unknown_response_are_404(client):
+    with pytest.raises(openai.NotFoundError):
+        client.responses.input_items.list("resp_" + "0" * 24)
 
 
 # --- stored responses outlive the server, and expire ---------------------------------------------
@@ -324,9 +407,104 @@ def test_a_stored_response_survives_a_restart(launch, tmp_path_factory):
     assert not (home / "responses" / f"{response.id}.json").exists()
 
 
-def test_stored_responses_expire_like_contexts(launch, tmp_path_factory):
+def test_stored_responses_live_in_the_state_dir(launch, tmp_path_factory):
+    """With --state-dir the response is a context of the directory like any other: another
+    server on the directory (another LLAMAY_HOME: nothing else carries it) gets it, its input
+    items and its KV."""
+    state = tmp_path_factory.mktemp("responses-state")
+    first = launch(tmp_path_factory.mktemp("responses-state-home"), "--state-dir", str(state))
+    before = openai.OpenAI(base_url=first.url("/v1"), api_key="unused", max_retries=0)
+    response = greedy(before, input=CALL_INPUT, tools=[WEATHER], tool_choice="none")
+    items = before.responses.input_items.list(response.id, order="asc").model_dump()
+    first.process.terminate()  # a drain writes every context to the directory
+    first.process.wait(timeout=60)
+    assert (state / "contexts" / response.id / "snapshot.llamay").is_file()
+    assert not (first.home / "responses").exists()  # one place: the directory
+    home = tmp_path_factory.mktemp("responses-state-home-2")
+    again = launch(home, "--state-dir", str(state))
+    after = openai.OpenAI(base_url=again.url("/v1"), api_key="unused", max_retries=0)
+    assert after.responses.retrieve(response.id).model_dump() == response.model_dump()
+    listed = after.responses.input_items.list(response.id, order="asc").model_dump()
+    assert listed == items
+    continued = greedy(
+        after,
+        previous_response_id=response.id,
+        input="Another one.",
+        tools=[WEATHER],
+        tool_choice="none",
+    )
+    # Its context came from the directory's snapshot: the conversation is not computed again.
+    assert continued.usage.input_tokens_details.cached_tokens >= response.usage.input_tokens
+    whole = [
+        *CALL_INPUT,
+        {"role": "assistant", "content": response.output_text},
+        {"role": "user", "content": "Another one."},
+    ]
+    recomputed = greedy(after, input=whole, tools=[WEATHER], tool_choice="none", store=False)
+    assert recomputed.output_text == continued.output_text
+    assert recomputed.usage.input_tokens == continued.usage.input_tokens
+    after.responses.delete(response.id)
+    assert not (state / "contexts" / response.id).exists()
+    with pytest.raises(openai.NotFoundError):
+        after.responses.retrieve(response.id)
+
+
+def test_a_damaged_response_in_the_state_dir_is_a_clear_error(launch, tmp_path_factory):
+    state = tmp_path_factory.mktemp("responses-damaged-state")
+    home = tmp_path_factory.mktemp("responses-damaged-home")
+    first = launch(home, "--state-dir", str(state))
+    client = openai.OpenAI(base_url=first.url("/v1"), api_key="unused", max_retries=0)
+    truncated, tampered, good = (greedy(client, input=f"Say {n}.") for n in ("one", "two", "3"))
+    first.process.terminate()
+    first.process.wait(timeout=60)
+    path = state / "contexts" / truncated.id / "snapshot.llamay"
+    path.write_bytes(path.read_bytes()[:100])
+    # A whole file, every checksum right, whose record is not the response's.
+    path = state / "contexts" / tampered.id / "snapshot.llamay"
+    data = path.read_bytes()
+    meta = json.loads(snapshot_file.sections(data)[b"META"])
+    meta["note"]["response"]["response"] = {"id": "resp_" + "f" * 24, "output": []}
+    path.write_bytes(snapshot_file.rebuilt(data, META=json.dumps(meta).encode()))
+    again = launch(home, "--state-dir", str(state))
+    client = openai.OpenAI(base_url=again.url("/v1"), api_key="unused", max_retries=0)
+    for damaged in (truncated, tampered):
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.responses.retrieve(damaged.id)
+        assert refused.value.status_code == 500
+        assert damaged.id in refused.value.body["message"]
+    with pytest.raises(openai.APIStatusError):
+        greedy(client, previous_response_id=tampered.id, input="Go on.")
+    assert client.responses.retrieve(good.id).output_text == good.output_text  # still serves
+
+
+def test_a_damaged_record_in_llamay_home_is_a_clear_error(launch, tmp_path_factory):
+    home = tmp_path_factory.mktemp("responses-damaged-record-home")
+    first = launch(home)
+    client = openai.OpenAI(base_url=first.url("/v1"), api_key="unused", max_retries=0)
+    truncated, other, good = (greedy(client, input=f"Say {n}.") for n in ("one", "two", "3"))
+    first.process.terminate()
+    first.process.wait(timeout=60)
+    record = home / "responses" / f"{truncated.id}.json"
+    record.write_bytes(record.read_bytes()[:40])
+    # another response's record under this one's name
+    (home / "responses" / f"{good.id}.json").replace(home / "responses" / f"{other.id}.json")
+    again = launch(home)
+    client = openai.OpenAI(base_url=again.url("/v1"), api_key="unused", max_retries=0)
+    for damaged in (truncated, other):
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.responses.retrieve(damaged.id)
+        assert refused.value.status_code == 500
+        assert "record is damaged" in refused.value.body["message"]
+        assert damaged.id in refused.value.body["message"]
+    with pytest.raises(openai.NotFoundError):  # its record moved away: it is not stored
+        client.responses.retrieve(good.id)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["home", "state-dir"])
+def test_stored_responses_expire_like_contexts(launch, tmp_path_factory, shared):
     home = tmp_path_factory.mktemp("responses-ttl-home")
-    running = launch(home, "--context-ttl", "2s")
+    state = tmp_path_factory.mktemp("responses-ttl-state")
+    running = launch(home, "--context-ttl", "2s", *(["--state-dir", str(state)] if shared else []))
     client = openai.OpenAI(base_url=running.url("/v1"), api_key="unused", max_retries=0)
     response = greedy(client, input="Hello.")
 
@@ -343,6 +521,7 @@ def test_stored_responses_expire_like_contexts(launch, tmp_path_factory):
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(response.id)
     assert not list((home / "responses").glob(f"{response.id}.*"))
+    assert not (state / "contexts" / response.id).exists()
 
 
 # --- the openai-agents SDK -----------------------------------------------------------------------

@@ -22,10 +22,14 @@ import openai
 import pytest
 
 import llamay
+from llamay.gguf import read, writer
 from llamay.server import inference
 from llamay.server.answer import Answer
 from llamay.server.toolcalls import FORMATS, format_of, parse_calls
 from llamay.tokenizer.chat import ChatTemplate
+from llamay.tokenizer.chat_builtin import BUILTIN_TEMPLATES
+
+from helpers import families
 
 pytestmark = pytest.mark.slow
 
@@ -378,3 +382,142 @@ def test_raw_http_auto_call_has_no_marker_in_content(server):
     message = answer["choices"][0]["message"]
     assert answer["choices"][0]["finish_reason"] == "tool_calls"
     assert message["tool_calls"][0]["function"]["name"] == "get_weather"
+
+
+# --- gpt-oss's Harmony calls, held to the schema -------------------------------------------------
+
+HARMONY_ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@pytest.mark.parametrize(
+    ("choice", "named", "prefill"),
+    [
+        ("auto", None, "<|channel|>commentary to=functions."),
+        ("required", None, ""),
+        ("named", "get_time", ""),
+    ],
+)
+def test_a_harmony_call_is_held_to_the_schema(model, choice, named, prefill):
+    """Gemma's weights under gpt-oss's template (its markers are text in Gemma's vocabulary):
+    under auto the grammar waits for `to=functions.` (here the prefill), a forced call holds
+    from the first token; the arguments follow the named tool's schema."""
+    original = ChatTemplate.from_gguf_metadata(model.file.metadata)
+    model.__dict__["chat_template"] = ChatTemplate(
+        BUILTIN_TEMPLATES["harmony"], bos_token=original.bos_token, eos_token=original.eos_token
+    )
+    assert format_of(model.chat_template.source).name == "harmony"
+    messages = HARMONY_ASK + ([{"role": "assistant", "content": prefill}] if prefill else [])
+    ids = inference.chat_prompt(model, messages, tools=[WEATHER, TIME])
+    grammar = inference.tool_grammar(model, [WEATHER, TIME], choice, named, prefill=prefill)
+    generation = model.generate(ids, max_tokens=80, temperature=0, grammar=grammar)
+    answer = inference.answer(model, ids, [WEATHER, TIME], prefill)
+    for piece in generation.pieces():
+        answer.feed(piece)
+    answer.finish()
+    assert generation.finish_reason == "stop", generation.text
+    [call] = answer.calls
+    if named:
+        assert call.name == named
+    tool = WEATHER if call.name == "get_weather" else TIME
+    jsonschema.validate(call.arguments, tool["function"]["parameters"])
+
+
+@pytest.fixture(scope="module")
+def gpt_oss(launch, tmp_path_factory):
+    """A server of the synthetic gpt-oss model (tests/data/families: random weights, the
+    built-in Harmony template): what it writes is noise but for what the grammar holds."""
+    models = tmp_path_factory.mktemp("gpt-oss-models")
+    path = families.model_file("gpt-oss-MXFP4_MOE", models)
+    running = launch(tmp_path_factory.mktemp("gpt-oss-home"), "--models-dir", str(models))
+    running.model = str(path)
+    return running
+
+
+@pytest.mark.parametrize("tool_choice", ["required", "named"])
+def test_gpt_oss_forced_calls_have_valid_arguments(gpt_oss, tool_choice):
+    client = openai.OpenAI(base_url=gpt_oss.url("/v1"), api_key="unused", max_retries=0)
+    choice = (
+        {"type": "function", "function": {"name": "get_time"}}
+        if tool_choice == "named"
+        else "required"
+    )
+    completion = client.chat.completions.create(
+        model=gpt_oss.model,
+        messages=HARMONY_ASK,
+        tools=[WEATHER, TIME],
+        tool_choice=choice,
+        temperature=0,
+        max_tokens=120,
+    )
+    [result] = completion.choices
+    assert result.finish_reason == "tool_calls", result.message
+    [call] = result.message.tool_calls
+    tool = {"get_weather": WEATHER, "get_time": TIME}[call.function.name]
+    if tool_choice == "named":
+        assert call.function.name == "get_time"
+    jsonschema.validate(json.loads(call.function.arguments), tool["function"]["parameters"])
+    # The Responses API, on the same grammar.
+    flat = [{"type": "function", **t["function"]} for t in (WEATHER, TIME)]
+    response = client.responses.create(
+        model=gpt_oss.model,
+        input="What is the weather in Paris?",
+        tools=flat,
+        tool_choice="required"
+        if tool_choice == "required"
+        else {"type": "function", "name": "get_time"},
+        temperature=0,
+        max_output_tokens=120,
+        store=False,
+    )
+    [item] = [item for item in response.output if item.type == "function_call"]
+    tool = {"get_weather": WEATHER, "get_time": TIME}[item.name]
+    jsonschema.validate(json.loads(item.arguments), tool["function"]["parameters"])
+
+
+@pytest.fixture(scope="module")
+def harmony_vocab_model(tmp_path_factory, gemma_path):
+    """Gemma's weights with gpt-oss's template and three of its unused control tokens renamed
+    `<|channel|>`, `<|constrain|>` and `<|message|>`: the header's markers are tokens of their
+    own here, as in gpt-oss's vocabulary."""
+    source = read(str(gemma_path))
+    tokens = list(source.metadata["tokenizer.ggml.tokens"])
+    assert tokens[6:9] == ["<unused0>", "<unused1>", "<unused2>"]
+    tokens[6:9] = ["<|channel|>", "<|constrain|>", "<|message|>"]
+    metadata = {
+        **source.metadata,
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.chat_template": BUILTIN_TEMPLATES["harmony"],
+    }
+    path = tmp_path_factory.mktemp("harmony-vocab") / "harmony-vocab.gguf"
+    writer.write(path, metadata, source.tensors)
+    loaded = llamay.load(str(path))
+    yield loaded
+    loaded.close()
+
+
+def test_a_harmony_call_with_the_markers_own_tokens_is_held_to_the_schema(harmony_vocab_model):
+    model = harmony_vocab_model
+    assert format_of(model.chat_template.source).name == "harmony"
+    markers = [6, 7, 8]
+    # Always rendered (llama.cpp's rule for gpt-oss's markers): text a grammar can hold.
+    assert [model.tokenizer.token_to_piece(t) for t in markers] == [
+        b"<|channel|>",
+        b"<|constrain|>",
+        b"<|message|>",
+    ]
+    ids = inference.chat_prompt(model, HARMONY_ASK, tools=[WEATHER, TIME])
+    grammar = inference.tool_grammar(model, [WEATHER, TIME], "named", "get_weather")
+    # The bias makes the model take each marker's own token wherever the grammar allows it.
+    bias = dict.fromkeys(markers, 50.0)
+    generation = model.generate(ids, max_tokens=80, temperature=0, grammar=grammar, logit_bias=bias)
+    answer = inference.answer(model, ids, [WEATHER, TIME])
+    for piece in generation.pieces():
+        answer.feed(piece)
+    answer.finish()
+    assert generation.finish_reason == "stop", generation.text
+    written = generation.tokens
+    assert written[0] == 6  # <|channel|>, its own token, opens the call
+    assert 7 in written and 8 in written  # <|constrain|> and <|message|> in the header
+    [call] = answer.calls
+    assert call.name == "get_weather"
+    jsonschema.validate(call.arguments, SCHEMA)
