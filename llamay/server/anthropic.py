@@ -17,8 +17,8 @@ from typing import Any
 import falcon
 
 from llamay.server import inference, openapi, pipeline, remote, sse
-from llamay.server.errors import ApiError, error_body, from_exception, read_json
-from llamay.server.state import ServerState
+from llamay.server.errors import ApiError, error_body, from_exception
+from llamay.server.state import Route, ServerState
 
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "cancelled": "end_turn"}
 
@@ -140,12 +140,9 @@ def _thinking(value: Any) -> bool | None:
     return kind != "disabled"
 
 
-class _Messages:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Messages(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         request = _Request(body, generating=True)
         stream = bool(body.get("stream"))
         provider = remote.find(request.name)
@@ -191,12 +188,9 @@ def _offers_tools(request: _Request) -> bool:
     return bool(request.tools) and request.choice != "none"
 
 
-class _CountTokens:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _CountTokens(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         request = _Request(body, generating=False)
         model = self.state.models.get(request.name)
         resp.media = {"input_tokens": len(request.chat(model).prompt())}

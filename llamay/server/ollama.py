@@ -29,7 +29,7 @@ from llamay.server.ollama_describe import describe_routes
 from llamay.server.ollama_models import model_name, respond_ndjson, stored
 from llamay.server.ollama_options import OLLAMA_OPTIONS
 from llamay.server.ollama_template import render_template
-from llamay.server.state import ServerState
+from llamay.server.state import Route, ServerState
 from llamay.server.watch import cancelled_on_disconnect
 
 
@@ -174,10 +174,7 @@ class _Request:
         }
 
 
-class _Generate:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Generate(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         request = _Request(self.state, req)
         body, model = request.body, request.model
@@ -232,10 +229,7 @@ class _Generate:
         return inference.fit(model, context + ids, truncate=False, reserve=1)
 
 
-class _Chat:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Chat(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         request = _Request(self.state, req)
         body, model = request.body, request.model
@@ -361,13 +355,10 @@ def _merged(messages: list[dict[str, Any]]) -> dict[str, Any]:
 # --- embeddings ----------------------------------------------------------------------------------
 
 
-class _Embed:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Embed(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         started = time.perf_counter()
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         name = model_name(body)
         inputs = body.get("input", [])
         inputs = [inputs] if isinstance(inputs, str) else inputs
@@ -402,14 +393,11 @@ class _Embed:
         }
 
 
-class _Embeddings:
+class _Embeddings(Route):
     """The older embedding route: one prompt, the vector not normalized (as Ollama's)."""
 
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         name = model_name(body)
         prompt = _optional_text(body, "prompt")
         model = self.state.models.get(name, body.get("keep_alive"))

@@ -15,8 +15,8 @@ from typing import Any
 import falcon
 
 from llamay.server import anthropic, inference, openapi, pipeline, remote, sse
-from llamay.server.errors import ApiError, error_body, from_exception, read_json
-from llamay.server.state import ServerState
+from llamay.server.errors import ApiError, error_body, from_exception
+from llamay.server.state import Route, ServerState
 
 OWNER = "llamay"
 
@@ -254,12 +254,9 @@ class _Answer:
 # --- chat ---------------------------------------------------------------------------------------
 
 
-class _ChatCompletions:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _ChatCompletions(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         name = _model_name(body)
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -484,12 +481,9 @@ def _logprob_entry(model: Any, piece: Any) -> dict[str, Any]:
 # --- text completions ---------------------------------------------------------------------------
 
 
-class _Completions:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Completions(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         name = _model_name(body)
         stream, include_usage = _stream_options(body)
         model = self.state.models.get(name)
@@ -668,12 +662,9 @@ class _LegacyLogprobs:
 # --- embeddings ---------------------------------------------------------------------------------
 
 
-class _Embeddings:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Embeddings(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         name = _model_name(body)
         encoding = body.get("encoding_format", "float")
         if encoding not in ("float", "base64"):
@@ -735,10 +726,7 @@ def _dimensions(dimensions: Any, n_embd: int) -> int | None:
 # --- models -------------------------------------------------------------------------------------
 
 
-class _Models:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Models(Route):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         names = self.state.models.available()
         if req.get_header("anthropic-version"):
@@ -748,10 +736,7 @@ class _Models:
             resp.media = {"object": "list", "data": data}
 
 
-class _Model:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Model(Route):
     def on_get(self, req: falcon.Request, resp: falcon.Response, model_id: str) -> None:
         listed = self.state.models.available()
         if model_id in listed:  # the `created` the list gives
