@@ -4,7 +4,9 @@ Each family's route only translates. Its parser makes a `GenerationRequest`: a c
 (OpenAI-shaped messages, rendered by the chat template) or raw prompts (text or token ids, no
 template: text completions, Ollama's generate), with checked sampling options, stops, tools and
 tool choice, an output grammar, logprobs (with `echo`, the prompt's own too), `n` choices per
-prompt and whether to truncate a prompt that does not fit. A runner starts it:
+prompt, whether to truncate a prompt that does not fit, and the context to generate in (a new
+one per choice, or the caller's, which holds a prefix of the prompt already and stays the
+caller's). A runner starts it:
 
 - `start(request) -> Run`: on the local model: the prompts rendered and fitted, the grammar
   (the tools' lazy grammar under "auto", or the output format's), the generations begun; a
@@ -33,6 +35,7 @@ from llamay.server import inference, sse
 from llamay.server.answer import Answer, Event
 from llamay.server.errors import ApiError
 from llamay.server.watch import cancelled_on_disconnect
+from llamay.state import Context
 
 if TYPE_CHECKING:
     from llamay.server.state import ServerState
@@ -57,7 +60,9 @@ class GenerationRequest:
     reasoning. `n`: choices per prompt. `truncate`: cut a prompt longer than the context
     instead of refusing it. `echo`: each choice repeats its prompt first (`Run.echo`), with
     the prompt tokens' logprobs when `logprobs` is asked for; with max_tokens 0 the prompt is
-    only scored."""
+    only scored. `context`: generate in the caller's context (one prompt, one choice), which
+    holds the prompt's first `cached` tokens already (only the rest is fed); it stays open,
+    the caller's again once the run is released."""
 
     model: Model
     messages: Sequence[Mapping[str, Any]] | None = None
@@ -73,6 +78,8 @@ class GenerationRequest:
     truncate: bool = False
     prompts: Sequence[Prompt] | None = None
     echo: bool = False
+    context: Context | None = None
+    cached: int = 0
 
     @property
     def offered(self) -> Sequence[Mapping[str, Any]] | None:
@@ -82,6 +89,11 @@ class GenerationRequest:
     @property
     def reserve(self) -> int:
         return self.sampling.get("max_tokens") or 1
+
+    @property
+    def held(self) -> int:
+        """How many of the prompt's tokens the caller's context holds already."""
+        return self.cached if self.context is not None else 0
 
     def prompt_ids(self) -> list[list[int]]:
         """Each prompt's token ids (a conversation is one prompt)."""
@@ -220,10 +232,11 @@ class Run:
         return sum(generation.n_generated for generation in self.generations)
 
     def usage(self, state: ServerState) -> tuple[int, int]:
-        """(prompt tokens, generated tokens), counted in the server's metrics: call once, at
-        the end."""
+        """(prompt tokens, generated tokens) of the answer, counted in the server's metrics
+        (the prompt tokens evaluated: not those a caller's context held); call once, at the
+        end."""
         generated = self.n_generated()
-        state.count_tokens(self.model, self.n_prompt, generated)
+        state.count_tokens(self.model, self.n_prompt - self.request.held, generated)
         return self.n_prompt, generated
 
     def tokens(self, index: int) -> list[int]:
@@ -289,6 +302,9 @@ def start(request: GenerationRequest) -> Run:
         kwargs["grammar"] = grammar
     prompts = request.prompt_ids()
     n = inference.check_n(request.n)
+    context = request.context
+    if context is not None and len(prompts) != 1:
+        raise ValueError("a caller's context holds one prompt")
     scoring = request.echo and kwargs.get("max_tokens") == 0
     generations: list[Any] = []
     try:
@@ -296,7 +312,8 @@ def start(request: GenerationRequest) -> Run:
             if scoring:  # the prompt is only scored (its echo): nothing is generated
                 generations += [inference.Unsampled(len(ids)) for _ in range(n)]
             else:
-                generations += inference.start(model, ids, n, kwargs)
+                fed = ids[request.held :]
+                generations += inference.start(model, fed, n, kwargs, context)
     except BaseException:
         inference.release(generations)
         raise
