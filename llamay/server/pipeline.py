@@ -206,9 +206,6 @@ class Run:
     def stop(self) -> list[str]:
         return list(self.request.sampling.get("stop", []))
 
-    def prompt_of(self, index: int) -> list[int]:
-        return self.prompts[index // self.request.n]
-
     def events(self) -> Iterator[tuple[int, Any, list[Event]]]:
         """(choice index, Piece, its events) in the order they are made; closing the iterator
         (or reaching its end) releases the generations."""
