@@ -17,9 +17,8 @@ from typing import Any
 import falcon
 
 from llamay.server import inference, openapi, pipeline, remote, sse
-from llamay.server.errors import ApiError, error_body, from_exception, read_json
-from llamay.server.state import ServerState
-from llamay.server.watch import cancelled_on_disconnect
+from llamay.server.errors import ApiError, error_body, from_exception
+from llamay.server.state import Route, ServerState
 
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "cancelled": "end_turn"}
 
@@ -96,9 +95,9 @@ def model_object(name: str, made: int) -> dict[str, Any]:
 
 
 class _Request:
-    """A Messages request read into what inference.py takes."""
+    """A Messages request read into the pipeline's terms (the conversation OpenAI-shaped)."""
 
-    def __init__(self, state: ServerState, body: Mapping[str, Any], *, generating: bool) -> None:
+    def __init__(self, body: Mapping[str, Any], *, generating: bool) -> None:
         name = body.get("model")
         if not isinstance(name, str) or not name:
             raise ApiError(400, "model: a model name is required, such as gemma3:270m")
@@ -108,7 +107,6 @@ class _Request:
         if not isinstance(messages, list) or not messages:
             raise ApiError(400, "messages: a non-empty list of messages is required")
         self.name = name
-        self.model = state.models.get(name)
         self.tools = _tools(body.get("tools"))
         self.choice, self.named = _tool_choice(body.get("tool_choice"), self.tools)
         self.conversation = _system(body.get("system")) + [
@@ -116,10 +114,10 @@ class _Request:
         ]
         self.thinking = _thinking(body.get("thinking"))
 
-    def chat(self, sampling: dict[str, Any] | None = None, **options: Any) -> Any:
-        """The pipeline's ChatRequest for this message (`options`: parallel, output_grammar)."""
-        return pipeline.ChatRequest(
-            self.model,
+    def chat(self, model: Any, sampling: dict[str, Any] | None = None, **options: Any) -> Any:
+        """The pipeline's request for this message (`options`: parallel, output_grammar)."""
+        return pipeline.GenerationRequest(
+            model,
             self.conversation,
             sampling=sampling or {},
             tools=self.tools,
@@ -142,21 +140,33 @@ def _thinking(value: Any) -> bool | None:
     return kind != "disabled"
 
 
-class _Messages:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Messages(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
-        provider = remote.find(body["model"]) if isinstance(body.get("model"), str) else None
-        if provider is not None:
-            _remote_message(self.state, resp, provider, body)
-            return
-        request = _Request(self.state, body, generating=True)
+        body = self.body(req)
+        request = _Request(body, generating=True)
+        stream = bool(body.get("stream"))
+        provider = remote.find(request.name)
+        if provider is not None:  # the options as the client gave them, for the upstream
+            run: pipeline.Runner = remote.start(
+                provider,
+                request.conversation,
+                max_tokens=body.get("max_tokens"),
+                temperature=body.get("temperature"),
+                stream=stream,
+                top_p=body.get("top_p"),
+                stop=body.get("stop_sequences"),
+            )
+        else:
+            run = pipeline.start(self._local(request, body))
+        reply = _Reply(self.state, request.name, run)
+        pipeline.answer(req, resp, run, reply.stream if stream else None, reply.collect)
+
+    def _local(self, request: _Request, body: Mapping[str, Any]) -> Any:
+        model = self.state.models.get(request.name)
         choice = body.get("tool_choice")
         parallel = not (isinstance(choice, Mapping) and choice.get("disable_parallel_tool_use"))
         sampling = inference.sampling_kwargs(
-            request.model,
+            model,
             max_tokens=body.get("max_tokens"),
             temperature=body.get("temperature"),
             top_p=body.get("top_p"),
@@ -164,111 +174,36 @@ class _Messages:
             stop=body.get("stop_sequences"),
             seed=body.get("seed"),
         )
-        chat = request.chat(
+        return request.chat(
+            model,
             sampling,
             parallel=parallel,
             output_grammar=None
             if _offers_tools(request)
             else _format_grammar(body.get("output_config")),
         )
-        run = pipeline.start_chat(chat)
-        reply = _Reply(self.state, request, run)
-        if body.get("stream"):
-            sse.respond(resp, reply.stream(), run.release)
-        else:
-            with cancelled_on_disconnect(req, run.generations):
-                resp.media = reply.collect()
 
 
 def _offers_tools(request: _Request) -> bool:
     return bool(request.tools) and request.choice != "none"
 
 
-def _remote_message(
-    state: ServerState, resp: falcon.Response, provider: Any, body: Mapping[str, Any]
-) -> None:
-    """A message answered by a remote provider (remote.py), in Anthropic's shape."""
-    messages = body.get("messages")
-    if body.get("max_tokens") is None:
-        raise ApiError(400, "max_tokens: Field required")
-    if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "messages: a non-empty list of messages is required")
-    name = body["model"]
-    conversation = _system(body.get("system")) + [m for raw in messages for m in _message(raw)]
-    reply = remote.ask(
-        provider,
-        conversation,
-        max_tokens=body.get("max_tokens"),
-        temperature=body.get("temperature"),
-        stream=bool(body.get("stream")),
-        top_p=body.get("top_p"),
-        stop=body.get("stop_sequences"),
-    )
-    message_id = f"msg_{secrets.token_hex(12)}"
-
-    def message(content: list[Any], stop_reason: str | None, usage: dict[str, int]) -> dict:
-        return {
-            "id": message_id,
-            "type": "message",
-            "role": "assistant",
-            "model": name,
-            "content": content,
-            "stop_reason": stop_reason,
-            "stop_sequence": None,
-            "usage": usage,
-        }
-
-    def usage() -> dict[str, int]:
-        n_prompt, n_generated = reply.n_prompt or 0, reply.n_generated or 0
-        state.metrics.tokens(name, n_prompt, n_generated)
-        return {"input_tokens": n_prompt, "output_tokens": n_generated}
-
-    def events() -> Iterator[bytes]:
-        try:
-            start = message([], None, {"input_tokens": 0, "output_tokens": 0})
-            yield sse.event({"type": "message_start", "message": start}, "message_start")
-            yield from _text_block_start()
-            for text in remote.deltas(reply):
-                yield _text_delta(text)
-            yield sse.event({"type": "content_block_stop", "index": 0}, "content_block_stop")
-            stop = {
-                "stop_reason": _STOP_REASONS[remote.finish_reason(reply)],
-                "stop_sequence": None,
-            }
-            yield sse.event(
-                {"type": "message_delta", "delta": stop, "usage": usage()}, "message_delta"
-            )
-            yield sse.event({"type": "message_stop"}, "message_stop")
-        except Exception as error:
-            yield sse.event(error_body("anthropic", from_exception(error)), "error")
-
-    if body.get("stream"):
-        sse.respond(resp, events(), reply.close)
-        return
-    text = "".join(reply)
-    stop_reason = _STOP_REASONS[remote.finish_reason(reply)]
-    resp.media = message([{"type": "text", "text": text}], stop_reason, usage())
-
-
-class _CountTokens:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _CountTokens(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
-        request = _Request(self.state, body, generating=False)
-        resp.media = {"input_tokens": len(request.chat().prompt())}
+        body = self.body(req)
+        request = _Request(body, generating=False)
+        model = self.state.models.get(request.name)
+        resp.media = {"input_tokens": len(request.chat(model).prompt())}
 
 
 class _Reply:
-    """One assistant message, collected or streamed: the pipeline's events rendered as
-    thinking, text and tool_use blocks, in that order."""
+    """One assistant message, collected or streamed: the run's events rendered as thinking,
+    text and tool_use blocks, in that order."""
 
-    def __init__(self, state: ServerState, request: _Request, run: pipeline.ChatRun) -> None:
+    def __init__(self, state: ServerState, name: str, run: pipeline.Runner) -> None:
         self.state = state
-        self.request = request
+        self.name = name
         self.run = run
-        self.generation = run.generations[0]
         self.answer = run.answers[0]
         self.id = f"msg_{secrets.token_hex(12)}"
 
@@ -281,9 +216,8 @@ class _Reply:
         return _STOP_REASONS[outcome.finish_reason], None
 
     def _usage(self) -> dict[str, int]:
-        n_prompt = len(self.run.prompt)
-        self.state.count_tokens(self.request.model, n_prompt, self.generation.n_generated)
-        return {"input_tokens": n_prompt, "output_tokens": self.generation.n_generated}
+        n_prompt, n_generated = self.run.usage(self.state)
+        return {"input_tokens": n_prompt, "output_tokens": n_generated}
 
     def _message(
         self,
@@ -296,7 +230,7 @@ class _Reply:
             "id": self.id,
             "type": "message",
             "role": "assistant",
-            "model": self.request.name,
+            "model": self.name,
             "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": stop_sequence,
@@ -323,10 +257,10 @@ class _Reply:
         complete), content_block_stop; message_delta (stop reason, cumulative usage),
         message_stop."""
         pieces = self.run.events()
-        n_prompt = len(self.run.prompt)
         blocks = _Blocks()
         try:
-            start = self._message([], None, None, {"input_tokens": n_prompt, "output_tokens": 0})
+            usage = {"input_tokens": self.run.n_prompt, "output_tokens": 0}
+            start = self._message([], None, None, usage)
             yield sse.event({"type": "message_start", "message": start}, "message_start")
             for _, _, events in pieces:
                 for event in events:
@@ -366,11 +300,14 @@ class _Blocks:
     def __init__(self) -> None:
         self.index = -1
         self.kind: str | None = None
+        self.leading = ""  # blank text before the first block: the text block's, if it is first
 
     def _open(self, block: dict[str, Any]) -> Iterator[bytes]:
         yield from self.close()
         self.index += 1
         self.kind = block["type"]
+        if self.kind != "text":
+            self.leading = ""
         yield sse.event(
             {"type": "content_block_start", "index": self.index, "content_block": block},
             "content_block_start",
@@ -385,8 +322,10 @@ class _Blocks:
         )
 
     def close(self, final: bool = False) -> Iterator[bytes]:
-        if final and self.kind is None:  # an empty answer is one empty text block
+        if final and self.kind is None:  # an empty answer is one (blank) text block
             yield from self._open({"type": "text", "text": ""})
+            if self.leading:
+                yield self._delta({"type": "text_delta", "text": self.leading})
         if self.kind is not None:
             if self.kind == "thinking":
                 yield self._delta({"type": "signature_delta", "signature": ""})
@@ -401,31 +340,20 @@ class _Blocks:
                 yield from self._open({"type": "thinking", "thinking": "", "signature": ""})
             yield self._delta({"type": "thinking_delta", "thinking": event.text})
         elif event.kind == "text":
+            text = event.text
             if self.kind != "text":
-                if not event.text.strip():
-                    return  # no block for the blank lines between blocks
+                if not text.strip():  # no block for the blank lines between blocks
+                    if self.index < 0:
+                        self.leading += text
+                    return
+                text, self.leading = self.leading + text, ""
                 yield from self._open({"type": "text", "text": ""})
-            yield self._delta({"type": "text_delta", "text": event.text})
+            yield self._delta({"type": "text_delta", "text": text})
         else:
             yield from self._open({**_tool_use(event.call), "input": {}})
             yield self._delta(
                 {"type": "input_json_delta", "partial_json": event.call.arguments_json}
             )
-
-
-def _text_block_start() -> Iterator[bytes]:
-    block = {"type": "text", "text": ""}
-    yield sse.event(
-        {"type": "content_block_start", "index": 0, "content_block": block}, "content_block_start"
-    )
-    yield sse.event({"type": "ping"}, "ping")
-
-
-def _text_delta(text: str) -> bytes:
-    delta = {"type": "text_delta", "text": text}
-    return sse.event(
-        {"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta"
-    )
 
 
 def _format_grammar(output_config: Any) -> Any:

@@ -26,7 +26,7 @@ import falcon
 from llamay.errors import LlamayError
 from llamay.server.errors import ApiError
 from llamay.server.metrics import after_stream
-from llamay.server.state import ServerState
+from llamay.server.state import Route, ServerState
 
 # Routes a draining replica still answers: the probes and the scrape.
 _ALWAYS = frozenset({"/health", "/ready", "/metrics"})
@@ -138,12 +138,9 @@ def readiness(state: ServerState) -> list[str]:
     return problems
 
 
-class Ready:
+class Ready(Route):
     """`GET /ready`: 200 `{"status": "ready", "replica"}`, or 503 `{"status": "not ready",
     "replica", "problems": [...]}`."""
-
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         problems = readiness(self.state)

@@ -32,6 +32,7 @@ from llamay.engine.sampling import log_probabilities
 from llamay.errors import ContextOverflow
 from llamay.grammar import Grammar
 from llamay.server.answer import THINK, Answer, opens_thinking, reasoning_of
+from llamay.server.ending import stop
 from llamay.server.errors import ApiError
 from llamay.server.toolcalls import MISTRAL, call_grammar, format_of, function_of
 
@@ -426,16 +427,26 @@ def check_n(n: Any) -> int:
     return int(checked("n", n))
 
 
-def start(model: Model, prompt: list[int], n: int, kwargs: Mapping[str, Any]) -> list[Any]:
-    """`n` generations of the same prompt (400 past MAX_CHOICES). With a seed, choice i uses
-    seed + i, so the choices differ from each other and repeat from run to run."""
+def start(
+    model: Model,
+    prompt: list[int],
+    n: int,
+    kwargs: Mapping[str, Any],
+    context: Any = None,
+) -> list[Any]:
+    """`n` generations of the same prompt (400 past MAX_CHOICES), each in a new context, or
+    the one generation of `prompt` after the tokens of the caller's `context`. With a seed,
+    choice i uses seed + i, so the choices differ from each other and repeat from run to
+    run."""
     n = check_n(n)
+    if context is not None and n != 1:
+        raise ValueError("a caller's context holds one choice")
     generations: list[Any] = []
     try:
         for index in range(n):
             seed = kwargs.get("seed")
             choice_kwargs = {**kwargs, "seed": None if seed is None else seed + index}
-            generations.append(model.generate(prompt, **choice_kwargs))
+            generations.append(model.generate(prompt, context=context, **choice_kwargs))
         started(generations)
     except BaseException:
         release(generations)
@@ -474,12 +485,16 @@ def interleave(generations: Sequence[Any]) -> Iterator[tuple[int, Any]]:
 
 def release(generations: Iterable[Any]) -> None:
     """Give the pages of generations back to the pool: a finished generation's context is
-    closed, one still running is cancelled (the scheduler closes it within a step). Safe to
-    call more than once: a stream calls it when the client goes away before it began."""
+    closed, one still running is cancelled (the scheduler closes it within a step). A context
+    the caller passed stays open, and is the caller's again once this returns (ending.stop).
+    Safe to call more than once: a stream calls it when the client goes away before it
+    began."""
     generations = list(generations)
     cancel(generations)
     for generation in generations:
-        if generation.finish_reason is not None:
+        if not generation.owns_context:
+            stop(generation)
+        elif generation.finish_reason is not None:
             generation.context.close()
 
 
@@ -518,6 +533,7 @@ class Unsampled:
     finish_reason = "length"
     error = None
     text = ""
+    owns_context = True
 
     def __init__(self, n_prompt: int) -> None:
         self.n_prompt = n_prompt

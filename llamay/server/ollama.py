@@ -23,14 +23,13 @@ from llamay.engine import Model
 from llamay.errors import LlamayError
 from llamay.server import inference, ollama_models, pipeline
 from llamay.server.answer import reasoning_of
-from llamay.server.ending import stop
 from llamay.server.errors import ApiError, read_json
 from llamay.server.models import parse_keep_alive
 from llamay.server.ollama_describe import describe_routes
 from llamay.server.ollama_models import model_name, respond_ndjson, stored
 from llamay.server.ollama_options import OLLAMA_OPTIONS
 from llamay.server.ollama_template import render_template
-from llamay.server.state import ServerState
+from llamay.server.state import Route, ServerState
 from llamay.server.watch import cancelled_on_disconnect
 
 
@@ -139,22 +138,19 @@ class _Request:
     def head(self) -> dict[str, Any]:
         return {"model": self.name, "created_at": _now()}
 
-    def steps(self, generation: Any) -> Iterator[tuple[Any, list[dict[str, Any]]]]:
-        """The generation as it is made: (each Piece, the log-probabilities of its token, when
-        asked for)."""
-        for piece in generation.pieces():
-            logprobs = []
-            if self.logprobs is not None and piece.token is not None:
-                logprobs.append(
-                    {
-                        **self._token_logprob(piece.token, piece.logprob),
-                        "top_logprobs": [
-                            self._token_logprob(token, logprob)
-                            for token, logprob in piece.top_logprobs or []
-                        ],
-                    }
-                )
-            yield piece, logprobs
+    def piece_logprobs(self, piece: Any) -> list[dict[str, Any]]:
+        """The log-probabilities of a Piece's token, when asked for."""
+        if self.logprobs is None or piece.token is None:
+            return []
+        return [
+            {
+                **self._token_logprob(piece.token, piece.logprob),
+                "top_logprobs": [
+                    self._token_logprob(token, logprob)
+                    for token, logprob in piece.top_logprobs or []
+                ],
+            }
+        ]
 
     def with_logprobs(self, obj: dict[str, Any], logprobs: list[dict[str, Any]]) -> dict:
         return {**obj, "logprobs": logprobs} if self.logprobs is not None else obj
@@ -162,26 +158,23 @@ class _Request:
     def _token_logprob(self, token: int, logprob: float) -> dict[str, Any]:
         return {"token": inference.token_text(self.model, token), "logprob": logprob}
 
-    def closing(self, generation: Any) -> dict[str, Any]:
+    def closing(self, run: pipeline.Run) -> dict[str, Any]:
         """The last object's fields: why it ended, and the counts and durations."""
-        self.state.count_tokens(self.model, generation.n_prompt, generation.n_generated)
-        timings = generation.timings
+        run.usage(self.state)
+        outcome, timings = run.outcome(0), run.timings(0)
         return {
             "done": True,
-            "done_reason": generation.finish_reason,
+            "done_reason": outcome.finish_reason,
             "total_duration": _ns(time.perf_counter() - self.started),
             "load_duration": _ns(self.load_s),
-            "prompt_eval_count": generation.n_prompt,
+            "prompt_eval_count": outcome.n_prompt,
             "prompt_eval_duration": _ns(timings["prompt_s"]),
-            "eval_count": generation.n_generated,
+            "eval_count": outcome.n_generated,
             "eval_duration": _ns(timings["generate_s"]),
         }
 
 
-class _Generate:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Generate(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         request = _Request(self.state, req)
         body, model = request.body, request.model
@@ -189,23 +182,27 @@ class _Generate:
         if not prompt:
             resp.media = {**request.load_answer(), "response": ""}
             return
-        ids = self._prompt_ids(request, prompt)
-        kwargs = request.sampling(request.format_grammar())
-        generation = _begun(model.generate(ids, **kwargs))
         templated = not (_flag(body, "raw", False) or _optional_text(body, "template"))
-        answer = inference.answer(model, ids, reasoning=templated and request.reasons)
+        run = pipeline.start(
+            pipeline.GenerationRequest(
+                model,
+                prompts=[self._prompt_ids(request, prompt)],
+                sampling=request.sampling(request.format_grammar()),
+                reasoning=templated and request.reasons,
+            )
+        )
 
         def objects() -> Iterator[dict[str, Any]]:
-            for message, logprobs in _chat_messages(request.steps(generation), answer):
+            for message, logprobs in _chat_messages(run, request):
                 chunk = {**request.head(), "response": message["content"], "done": False}
                 if "thinking" in message:
                     chunk["thinking"] = message["thinking"]
                 yield request.with_logprobs(chunk, logprobs)
-            closing = request.closing(generation)
-            context = ids + generation.tokens
+            closing = request.closing(run)
+            context = run.prompt + run.tokens(0)
             yield {**request.head(), "response": "", **closing, "context": context}
 
-        _answer(req, resp, request.stream, objects(), generation, "response")
+        _answer(req, resp, request.stream, objects(), run, "response")
 
     def _prompt_ids(self, request: _Request, prompt: str) -> list[int]:
         """The prompt's tokens after `context` (the tokens of the earlier turns): through the
@@ -232,10 +229,7 @@ class _Generate:
         return inference.fit(model, context + ids, truncate=False, reserve=1)
 
 
-class _Chat:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Chat(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         request = _Request(self.state, req)
         body, model = request.body, request.model
@@ -252,7 +246,7 @@ class _Chat:
         grammar = request.format_grammar()
         if tools and grammar is not None:
             raise ApiError(400, "give 'format' or 'tools', not both", "format")
-        chat = pipeline.ChatRequest(
+        chat = pipeline.GenerationRequest(
             model,
             messages,
             sampling=request.sampling(None),
@@ -262,17 +256,16 @@ class _Chat:
             template_kwargs=request.template_kwargs(),
             reasoning=request.reasons,
         )
-        run = pipeline.start_chat(chat)
-        generation, answer = run.generations[0], run.answers[0]
+        run = pipeline.start(chat)
 
         def objects() -> Iterator[dict[str, Any]]:
-            for message, logprobs in _chat_messages(request.steps(generation), answer):
+            for message, logprobs in _chat_messages(run, request):
                 chunk = {**request.head(), "message": message, "done": False}
                 yield request.with_logprobs(chunk, logprobs)
-            closing = request.closing(generation)
+            closing = request.closing(run)
             yield {**request.head(), "message": {"role": "assistant", "content": ""}, **closing}
 
-        _answer(req, resp, request.stream, objects(), generation, "message")
+        _answer(req, resp, request.stream, objects(), run, "message")
 
 
 def _answer(
@@ -280,20 +273,20 @@ def _answer(
     resp: falcon.Response,
     stream: bool,
     objects: Iterator[dict[str, Any]],
-    generation: Any,
+    run: pipeline.Run,
     field: str,
 ) -> None:
     """Streamed: the objects as NDJSON (an error after the first becomes an `error` object).
     Otherwise one object: the last, with the others' `field` (the text, or the message) merged
-    into it. Either way the generation's context is freed at the end."""
+    into it. Either way the run is released at the end."""
     if stream:
-        respond_ndjson(resp, _streamed(objects, generation))
+        respond_ndjson(resp, _streamed(objects, run))
         return
     try:
-        with cancelled_on_disconnect(req, [generation]):
+        with cancelled_on_disconnect(req, run.generations):
             parts = list(objects)
     finally:
-        _release(generation)
+        run.release()
     last = parts.pop()
     if field == "response":
         last["response"] = "".join(part["response"] for part in parts)
@@ -307,36 +300,21 @@ def _answer(
     resp.media = last
 
 
-def _begun(generation: Any) -> Any:
-    """`generation`, once it has begun (inference.started); freed if it failed to."""
-    try:
-        inference.started([generation])
-    except BaseException:
-        _release(generation)
-        raise
-    return generation
-
-
-def _streamed(objects: Iterator[dict[str, Any]], generation: Any) -> Iterator[dict[str, Any]]:
+def _streamed(objects: Iterator[dict[str, Any]], run: pipeline.Run) -> Iterator[dict[str, Any]]:
     try:
         yield from objects
     except LlamayError as error:
         yield {"error": str(error)}
     finally:
-        _release(generation)
-
-
-def _release(generation: Any) -> None:
-    """Stop a generation that is still running and free its context's pages."""
-    stop(generation)
-    generation.context.close()
+        run.release()
 
 
 def _chat_messages(
-    steps: Iterator[tuple[Any, list[dict[str, Any]]]], answer: Any
+    run: pipeline.Run, request: _Request
 ) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """Assistant message deltas, with their log-probabilities: the pieces read by the Answer
-    (answer.py) into `content`, `thinking` and, once each is complete, `tool_calls`."""
+    """Assistant message deltas, with their log-probabilities: the run's events (its pieces
+    read by the Answer, answer.py) as `content`, `thinking` and, once each is complete,
+    `tool_calls`."""
 
     def messages(events: list[Any]) -> list[dict[str, Any]]:
         out = []
@@ -352,13 +330,14 @@ def _chat_messages(
             out.append(message)
         return out
 
-    for piece, logprobs in steps:
-        made = messages(answer.feed(piece))
+    for _, piece, events in run.events():
+        logprobs = request.piece_logprobs(piece)
+        made = messages(events)
         if not made and logprobs:
             made = [{"role": "assistant", "content": ""}]
         for position, message in enumerate(made):
             yield message, logprobs if position == 0 else []
-    for message in messages(answer.finish()):
+    for message in messages(run.finish(0)):
         yield message, []
 
 
@@ -376,13 +355,10 @@ def _merged(messages: list[dict[str, Any]]) -> dict[str, Any]:
 # --- embeddings ----------------------------------------------------------------------------------
 
 
-class _Embed:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Embed(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         started = time.perf_counter()
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         name = model_name(body)
         inputs = body.get("input", [])
         inputs = [inputs] if isinstance(inputs, str) else inputs
@@ -417,14 +393,11 @@ class _Embed:
         }
 
 
-class _Embeddings:
+class _Embeddings(Route):
     """The older embedding route: one prompt, the vector not normalized (as Ollama's)."""
 
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         name = model_name(body)
         prompt = _optional_text(body, "prompt")
         model = self.state.models.get(name, body.get("keep_alive"))

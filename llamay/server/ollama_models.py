@@ -24,8 +24,8 @@ import numpy as np
 from llamay import gguf, store
 from llamay.errors import LlamayError, ModelNotFound
 from llamay.server.answer import reasoning_of
-from llamay.server.errors import ApiError, read_json
-from llamay.server.state import ServerState
+from llamay.server.errors import ApiError
+from llamay.server.state import Route, ServerState
 from llamay.store import prune
 from llamay.store.names import looks_like_path
 from llamay.tokenizer.chat import template_source
@@ -125,10 +125,7 @@ def details(n_parameters: int, family: str | None, quant: str | None) -> dict[st
 # --- listing and describing ------------------------------------------------------------------------
 
 
-class _Tags:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Tags(Route):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         models = []
         for name in self.state.models.available():
@@ -149,12 +146,9 @@ class _Tags:
         resp.media = {"models": models}
 
 
-class _Show:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Show(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         name = model_name(body)
         store_name(
             self.state, self.state.config.aliases.get(name, name)
@@ -192,10 +186,7 @@ class _Show:
         resp.media = answer
 
 
-class _Ps:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Ps(Route):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         models = []
         for loaded in self.state.models.loaded():
@@ -222,12 +213,9 @@ class _Ps:
 # --- changing the store ----------------------------------------------------------------------------
 
 
-class _Pull:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Pull(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         name = model_name(body)
         source = store_name(self.state, name)
         insecure = body.get("insecure", False) is True
@@ -239,12 +227,9 @@ class _Pull:
         _run(resp, body, pull)
 
 
-class _Create:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Create(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         name = new_name(model_name(body), "model")
         for unsupported in ("quantize", "adapters", "messages"):
             if body.get(unsupported):
@@ -296,12 +281,9 @@ class _Create:
         return {"model_digest": ggufs[0]}
 
 
-class _Copy:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Copy(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         source, destination = (
             _text(body, "source"),
             new_name(_text(body, "destination"), "destination"),
@@ -313,12 +295,9 @@ class _Copy:
         resp.status = falcon.HTTP_200
 
 
-class _Delete:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Delete(Route):
     def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
-        name = model_name(read_json(req, self.state.config.max_body_bytes))
+        name = model_name(self.body(req))
         target = store_name(self.state, name)
         try:
             store.remove(target)
@@ -332,12 +311,9 @@ class _Delete:
         resp.status = falcon.HTTP_200
 
 
-class _Blobs:
+class _Blobs(Route):
     """Uploaded blobs, for /api/create to make models of. Those no model uses yet are bounded
     (the config's max_uploads, 413 past it) and expire after its upload_ttl."""
-
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
 
     def on_head(self, req: falcon.Request, resp: falcon.Response, digest: str) -> None:
         resp.status = falcon.HTTP_200 if store.has_blob(digest) else falcon.HTTP_404

@@ -15,9 +15,8 @@ from typing import Any
 import falcon
 
 from llamay.server import anthropic, inference, openapi, pipeline, remote, sse
-from llamay.server.errors import ApiError, error_body, from_exception, read_json
-from llamay.server.state import ServerState
-from llamay.server.watch import cancelled_on_disconnect
+from llamay.server.errors import ApiError, error_body, from_exception
+from llamay.server.state import Route, ServerState
 
 OWNER = "llamay"
 
@@ -154,9 +153,12 @@ def _usage(n_prompt: int, n_generated: int) -> dict[str, int]:
     }
 
 
-def _fingerprint(model: Any) -> str:
+def _fingerprint(model: Any) -> str | None:
     """The weights, as OpenAI's system_fingerprint names a backend configuration: the first
-    hex digits of the file's digest where the store names it by digest."""
+    hex digits of the file's digest where the store names it by digest (None for a remote
+    provider's model)."""
+    if model is None:
+        return None
     return "fp_" + model.path.name.removeprefix("sha256-")[:12]
 
 
@@ -165,15 +167,96 @@ def _stream_failure(error: Exception) -> bytes:
     return sse.event(error_body("openai", from_exception(error)))
 
 
+class _Answer:
+    """What a chat and a text completion share: the answer's id, its usage, its chunks and the
+    frame of its stream. A subclass renders the run's choices: `_opening` (before any token),
+    `_piece` (each piece's events), `_closing` (a choice's end, with its finish_reason) and
+    `collect`."""
+
+    prefix = "chatcmpl"
+    object = "chat.completion"
+    chunk_object = "chat.completion.chunk"
+
+    def __init__(
+        self, state: ServerState, name: str, run: pipeline.Runner, include_usage: bool
+    ) -> None:
+        self.state = state
+        self.name = name
+        self.run = run
+        self.model = run.model
+        self.include_usage = include_usage
+        self.fingerprint = _fingerprint(run.model)
+        self.id = new_id(self.prefix)
+        self.created = created()
+
+    def _usage(self) -> dict[str, int]:
+        return _usage(*self.run.usage(self.state))
+
+    def _chunk(self, choices: list[dict[str, Any]], usage: Any = None) -> bytes:
+        """One streamed chunk event; `usage` is in every chunk when the client asked for it
+        (null but in the last)."""
+        chunk = {
+            "id": self.id,
+            "object": self.chunk_object,
+            "created": self.created,
+            "model": self.name,
+            "system_fingerprint": self.fingerprint,
+            "choices": choices,
+        }
+        if self.include_usage:
+            chunk["usage"] = usage
+        return sse.event(chunk)
+
+    def _body(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": self.object,
+            "created": self.created,
+            "model": self.name,
+            "system_fingerprint": self.fingerprint,
+            "choices": choices,
+            "usage": self._usage(),
+        }
+
+    def _opening(self) -> Iterator[bytes]:
+        return iter(())
+
+    def _piece(self, index: int, piece: Any, events: list[Any]) -> Iterator[bytes]:
+        raise NotImplementedError
+
+    def _closing(self, index: int) -> Iterator[bytes]:
+        raise NotImplementedError
+
+    def collect(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def stream(self) -> Iterator[bytes]:
+        """The opening chunks, the chunks of each piece as it is made, each choice's closing
+        chunks, the usage chunk if asked, then [DONE]; a failure after the status line is an
+        error event."""
+        pieces = self.run.events()
+        try:
+            yield from self._opening()
+            for index, piece, events in pieces:
+                yield from self._piece(index, piece, events)
+            for index in range(len(self.run.answers)):
+                yield from self._closing(index)
+            usage = self._usage()
+            if self.include_usage:
+                yield self._chunk([], usage)
+            yield sse.event("[DONE]")
+        except Exception as error:  # the status line is gone: report in the stream
+            yield _stream_failure(error)
+        finally:
+            pieces.close()
+
+
 # --- chat ---------------------------------------------------------------------------------------
 
 
-class _ChatCompletions:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _ChatCompletions(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         name = _model_name(body)
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -183,40 +266,50 @@ class _ChatCompletions:
         if max_tokens is None:
             max_tokens = body.get("max_tokens")
         provider = remote.find(name)
-        if provider is not None:
-            _remote_chat(self.state, resp, provider, name, body, max_tokens, include_usage)
-            return
-        model = self.state.models.get(name)
-        tools = body.get("tools") or None
-        if tools is not None and not isinstance(tools, list):
-            raise ApiError(400, "tools must be a list", "tools")
-        choice, named = _tool_choice(body.get("tool_choice"), tools)
-        top_logprobs = body.get("top_logprobs")
-        request = pipeline.ChatRequest(
-            model,
-            messages,
-            sampling=inference.request_sampling(
-                model,
-                body,
+        if provider is not None:  # the options as the client gave them, for the upstream
+            run: pipeline.Runner = remote.start(
+                provider,
+                messages,
                 max_tokens=max_tokens,
-                logprobs=(top_logprobs or 0) if body.get("logprobs") else None,
-            ),
-            tools=tools,
-            tool_choice=choice,
-            tool_name=named,
-            parallel=body.get("parallel_tool_calls") is not False,
-            output_grammar=None if tools and choice != "none" else _output_grammar(body),
-            template_kwargs=_template_kwargs(body),
-            n=inference.check_n(body.get("n")),
-            truncate=bool(body.get("truncate")),
-        )
-        run = pipeline.start_chat(request)
-        chat = _Chat(self.state, name, run)
-        if stream:
-            sse.respond(resp, chat.stream(include_usage), run.release)
+                temperature=body.get("temperature"),
+                stream=stream,
+                top_p=body.get("top_p"),
+                stop=body.get("stop"),
+                seed=body.get("seed"),
+            )
         else:
-            with cancelled_on_disconnect(req, run.generations):
-                resp.media = chat.collect()
+            model = self.state.models.get(name)
+            run = pipeline.start(_chat_request(model, body, messages, max_tokens))
+        chat = _Chat(self.state, name, run, include_usage)
+        pipeline.answer(req, resp, run, chat.stream if stream else None, chat.collect)
+
+
+def _chat_request(
+    model: Any, body: Mapping[str, Any], messages: list[Any], max_tokens: Any
+) -> pipeline.GenerationRequest:
+    tools = body.get("tools") or None
+    if tools is not None and not isinstance(tools, list):
+        raise ApiError(400, "tools must be a list", "tools")
+    choice, named = _tool_choice(body.get("tool_choice"), tools)
+    top_logprobs = body.get("top_logprobs")
+    return pipeline.GenerationRequest(
+        model,
+        messages,
+        sampling=inference.request_sampling(
+            model,
+            body,
+            max_tokens=max_tokens,
+            logprobs=(top_logprobs or 0) if body.get("logprobs") else None,
+        ),
+        tools=tools,
+        tool_choice=choice,
+        tool_name=named,
+        parallel=body.get("parallel_tool_calls") is not False,
+        output_grammar=None if tools and choice != "none" else _output_grammar(body),
+        template_kwargs=_template_kwargs(body),
+        n=inference.check_n(body.get("n")),
+        truncate=bool(body.get("truncate")),
+    )
 
 
 def _template_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -240,99 +333,6 @@ def _template_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
         else:
             variables.setdefault("reasoning_effort", "low" if effort == "minimal" else effort)
     return variables
-
-
-def _remote_chat(
-    state: ServerState,
-    resp: falcon.Response,
-    provider: Any,
-    name: str,
-    body: Mapping[str, Any],
-    max_tokens: Any,
-    include_usage: bool,
-) -> None:
-    """A chat completion answered by a remote provider (remote.py), in OpenAI's shape."""
-    stream = bool(body.get("stream"))
-    reply = remote.ask(
-        provider,
-        body["messages"],
-        max_tokens=max_tokens,
-        temperature=body.get("temperature"),
-        stream=stream,
-        top_p=body.get("top_p"),
-        stop=body.get("stop"),
-        seed=body.get("seed"),
-    )
-    answer_id = new_id("chatcmpl")
-    made = created()
-
-    def usage() -> dict[str, int]:
-        n_prompt, n_generated = reply.n_prompt or 0, reply.n_generated or 0
-        state.metrics.tokens(name, n_prompt, n_generated)
-        return _usage(n_prompt, n_generated)
-
-    def chunk(choices: list[dict[str, Any]], usage_value: Any = None) -> bytes:
-        return _chunk(answer_id, made, name, None, choices, include_usage, usage_value)
-
-    def events() -> Iterator[bytes]:
-        try:
-            yield chunk([_delta(0, {"role": "assistant", "content": ""})])
-            for text in remote.deltas(reply):
-                yield chunk([_delta(0, {"content": text})])
-            yield chunk([_delta(0, {}, None, remote.finish_reason(reply))])
-            if include_usage:
-                yield chunk([], usage())
-            yield sse.event("[DONE]")
-        except Exception as error:
-            yield _stream_failure(error)
-
-    if stream:
-        sse.respond(resp, events(), reply.close)
-        return
-    text = "".join(reply)
-    message = {"role": "assistant", "content": text, "refusal": None}
-    resp.media = {
-        "id": answer_id,
-        "object": "chat.completion",
-        "created": made,
-        "model": name,
-        "system_fingerprint": None,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": remote.finish_reason(reply),
-            }
-        ],
-        "usage": usage(),
-    }
-
-
-def _chunk(
-    answer_id: str,
-    made: int,
-    name: str,
-    fingerprint: str | None,
-    choices: list[dict[str, Any]],
-    include_usage: bool,
-    usage: Any = None,
-    kind: str = "chat.completion.chunk",
-) -> bytes:
-    """One streamed chunk event (`kind`: chat.completion.chunk, or text_completion for the
-    completions API); `usage` is in every chunk when the client asked for it (null but in
-    the last)."""
-    chunk = {
-        "id": answer_id,
-        "object": kind,
-        "created": made,
-        "model": name,
-        "system_fingerprint": fingerprint,
-        "choices": choices,
-    }
-    if include_usage:
-        chunk["usage"] = usage
-    return sse.event(chunk)
 
 
 def _tool_choice(value: Any, tools: Sequence[Any] | None) -> tuple[str, str | None]:
@@ -367,32 +367,19 @@ def _output_grammar(body: Mapping[str, Any]) -> Any:
     return inference.json_grammar(kind, schema)
 
 
-class _Chat:
-    """The choices of one chat completion, collected or streamed: the pipeline's events
-    rendered as content, reasoning_content and tool_calls."""
-
-    def __init__(self, state: ServerState, name: str, run: pipeline.ChatRun) -> None:
-        self.state = state
-        self.name = name
-        self.run = run
-        self.model = run.model
-        self.answers = run.answers
-        self.logprobs = "logprobs" in run.request.sampling
-        self.id = new_id("chatcmpl")
-        self.created = created()
-
-    def _usage(self) -> dict[str, int]:
-        generated = self.run.n_generated()
-        self.state.count_tokens(self.model, len(self.run.prompt), generated)
-        return _usage(len(self.run.prompt), generated)
+class _Chat(_Answer):
+    """The choices of one chat completion, collected or streamed: the run's events rendered
+    as content, reasoning_content and tool_calls. Streamed: the role first, then content and
+    reasoning_content deltas as they are made (a tool call's head and arguments once the call
+    is complete), and a last chunk per choice with its finish_reason."""
 
     def collect(self) -> dict[str, Any]:
-        logprobs: list[list[dict[str, Any]]] = [[] for _ in self.answers]
+        logprobs: list[list[dict[str, Any]]] = [[] for _ in self.run.answers]
         for index, piece, _ in self.run.events():
-            if self.logprobs and piece.token is not None:
+            if self.run.logprobs and piece.token is not None:
                 logprobs[index].append(_logprob_entry(self.model, piece))
         choices = []
-        for index, answer in enumerate(self.answers):
+        for index, answer in enumerate(self.run.answers):
             self.run.finish(index)
             message: dict[str, Any] = {
                 "role": "assistant",
@@ -408,31 +395,31 @@ class _Chat:
                     "index": index,
                     "message": message,
                     "logprobs": {"content": logprobs[index], "refusal": None}
-                    if self.logprobs
+                    if self.run.logprobs
                     else None,
                     "finish_reason": self.run.finish_reason(index),
                 }
             )
-        return {
-            "id": self.id,
-            "object": "chat.completion",
-            "created": self.created,
-            "model": self.name,
-            "system_fingerprint": _fingerprint(self.model),
-            "choices": choices,
-            "usage": self._usage(),
-        }
+        return self._body(choices)
 
-    def _chunk(
-        self, choices: list[dict[str, Any]], include_usage: bool, usage: Any = None
-    ) -> bytes:
-        fingerprint = _fingerprint(self.model)
-        return _chunk(self.id, self.created, self.name, fingerprint, choices, include_usage, usage)
+    def _opening(self) -> Iterator[bytes]:
+        for index in range(len(self.run.answers)):
+            yield self._chunk([_delta(index, {"role": "assistant", "content": ""})])
+
+    def _piece(self, index: int, piece: Any, events: list[Any]) -> Iterator[bytes]:
+        logprobs = None
+        if self.run.logprobs and piece.token is not None:
+            logprobs = {"content": [_logprob_entry(self.model, piece)], "refusal": None}
+        return self._event_deltas(index, events, logprobs)
+
+    def _closing(self, index: int) -> Iterator[bytes]:
+        yield from self._event_deltas(index, self.run.finish(index), None)
+        yield self._chunk([_delta(index, {}, None, self.run.finish_reason(index))])
 
     def _event_deltas(self, index: int, events: list[Any], logprobs: Any) -> Iterator[bytes]:
         """The chunks of one piece's events; its logprobs ride on the first (or on an empty
         content delta when the piece showed nothing yet, as while a call is held)."""
-        answer = self.answers[index]
+        answer = self.run.answers[index]
         for event in events:
             if event.kind == "text":
                 delta: dict[str, Any] = {"content": event.text}
@@ -446,46 +433,17 @@ class _Chat:
                     "type": "function",
                     "function": {"name": event.call.name, "arguments": ""},
                 }
-                yield self._chunk([_delta(index, {"tool_calls": [head]}, logprobs)], self._usage_on)
+                yield self._chunk([_delta(index, {"tool_calls": [head]}, logprobs)])
                 logprobs = None
                 delta = {
                     "tool_calls": [
                         {"index": position, "function": {"arguments": event.call.arguments_json}}
                     ]
                 }
-            yield self._chunk([_delta(index, delta, logprobs)], self._usage_on)
+            yield self._chunk([_delta(index, delta, logprobs)])
             logprobs = None
         if logprobs is not None:
-            yield self._chunk([_delta(index, {"content": ""}, logprobs)], self._usage_on)
-
-    def stream(self, include_usage: bool) -> Iterator[bytes]:
-        """Role first, then content and reasoning_content deltas as they are made (a tool
-        call's head and arguments once the call is complete), a last chunk per choice with
-        its finish_reason, the usage chunk if asked, then [DONE]."""
-        self._usage_on = include_usage
-        pieces = self.run.events()
-        try:
-            for index in range(len(self.answers)):
-                delta = {"role": "assistant", "content": ""}
-                yield self._chunk([_delta(index, delta)], include_usage)
-            for index, piece, events in pieces:
-                logprobs = None
-                if self.logprobs and piece.token is not None:
-                    logprobs = {"content": [_logprob_entry(self.model, piece)], "refusal": None}
-                yield from self._event_deltas(index, events, logprobs)
-            for index in range(len(self.answers)):
-                yield from self._event_deltas(index, self.run.finish(index), None)
-                finish = self.run.finish_reason(index)
-                yield self._chunk([_delta(index, {}, None, finish)], include_usage)
-            if include_usage:
-                yield self._chunk([], include_usage, self._usage())
-            else:
-                self._usage()
-            yield sse.event("[DONE]")
-        except Exception as error:  # the status line is gone: report in the stream
-            yield _stream_failure(error)
-        finally:
-            pieces.close()
+            yield self._chunk([_delta(index, {"content": ""}, logprobs)])
 
 
 def _call_object(call: Any) -> dict[str, Any]:
@@ -523,16 +481,12 @@ def _logprob_entry(model: Any, piece: Any) -> dict[str, Any]:
 # --- text completions ---------------------------------------------------------------------------
 
 
-class _Completions:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Completions(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         name = _model_name(body)
         stream, include_usage = _stream_options(body)
         model = self.state.models.get(name)
-        logprobs = body.get("logprobs")
         echo = bool(body.get("echo"))
         max_tokens = body.get("max_tokens")
         if max_tokens is None:
@@ -543,29 +497,21 @@ class _Completions:
                 "max_tokens must be at least 1 (0 is only for scoring a prompt with echo)",
                 "max_tokens",
             )
-        kwargs = inference.request_sampling(model, body, max_tokens=max_tokens, logprobs=logprobs)
-        truncate = bool(body.get("truncate"))
-        reserve = kwargs.get("max_tokens") or 1
-        prompts = [_prompt_ids(model, p, truncate, reserve) for p in _prompts(body.get("prompt"))]
-        n = inference.check_n(body.get("n"))
-        generations: list[Any] = []
-        try:
-            for ids in prompts:
-                if max_tokens == 0:
-                    generations += [inference.Unsampled(len(ids)) for _ in range(n)]
-                else:
-                    generations += inference.start(model, ids, n, kwargs)
-        except BaseException:
-            inference.release(generations)
-            raise
-        completion = _TextCompletion(self.state, name, model, prompts, n, generations, kwargs, echo)
-        if stream:
-            sse.respond(
-                resp, completion.stream(include_usage), lambda: inference.release(generations)
-            )
-        else:
-            with cancelled_on_disconnect(req, generations):
-                resp.media = completion.collect()
+        sampling = inference.request_sampling(
+            model, body, max_tokens=max_tokens, logprobs=body.get("logprobs")
+        )
+        request = pipeline.GenerationRequest(
+            model,
+            prompts=_prompts(body.get("prompt")),
+            sampling=sampling,
+            reasoning=False,  # a raw prompt: the text is the answer, tags and all
+            n=inference.check_n(body.get("n")),
+            truncate=bool(body.get("truncate")),
+            echo=echo,
+        )
+        run = pipeline.start(request)
+        completion = _TextCompletion(self.state, name, run, include_usage)
+        pipeline.answer(req, resp, run, completion.stream if stream else None, completion.collect)
 
 
 def _prompts(prompt: Any) -> list[str | list[int]]:
@@ -581,147 +527,85 @@ def _prompts(prompt: Any) -> list[str | list[int]]:
     raise ApiError(400, "prompt must be a string, a list of strings, or token ids", "prompt")
 
 
-def _prompt_ids(model: Any, prompt: str | list[int], truncate: bool, reserve: int) -> list[int]:
-    if isinstance(prompt, str):
-        return inference.text_prompt(model, prompt, truncate=truncate, reserve=reserve)
-    if not prompt or not all(isinstance(t, int) and 0 <= t < model.n_vocab for t in prompt):
-        raise ApiError(
-            400, "a token-id prompt must be a non-empty list of ids in the vocabulary", "prompt"
-        )
-    return inference.fit(model, list(prompt), truncate=truncate, reserve=reserve)
-
-
-class _TextCompletion:
+class _TextCompletion(_Answer):
     """The choices of one text completion, collected or streamed. With echo, a choice's text
     begins with its prompt, and with logprobs its lists begin with the prompt's tokens (the
     first token's logprob null, as it has no context), text_offset counting from the start of
     the echoed text; streamed, the offsets go on from chunk to chunk."""
 
-    def __init__(self, state, name, model, prompts, n, generations, kwargs, echo) -> None:
-        self.state = state
-        self.name = name
-        self.model = model
-        self.prompts = prompts
-        self.n = n
-        self.generations = generations
-        self.stop = kwargs.get("stop", [])
-        self.n_logprobs = kwargs.get("logprobs")
-        self.logprobs = self.n_logprobs is not None
-        self.echo = echo
-        self.id = new_id("cmpl")
-        self.created = created()
-        self._echoed: dict[int, tuple[str, _LegacyLogprobs]] = {}
+    prefix = "cmpl"
+    object = "text_completion"
+    chunk_object = "text_completion"
 
-    def _echo(self, index: int) -> tuple[str, _LegacyLogprobs]:
-        """The echoed prompt of choice `index` and its logprobs (computed once per prompt)."""
-        prompt_index = index // self.n
-        if prompt_index not in self._echoed:
-            entries = _LegacyLogprobs()
-            text = ""
-            if self.echo:
-                ids = self.prompts[prompt_index]
-                scored = (
-                    inference.prompt_logprobs(self.model, ids, self.n_logprobs)
-                    if self.logprobs
-                    else [(None, None)] * len(ids)
-                )
-                decoder = self.model.tokenizer.stream()
-                for token, (logprob, top) in zip(ids, scored, strict=True):
-                    shown = decoder.feed(token)
-                    entries.add(self.model, token, shown, logprob, top, first=not entries.tokens)
-                    text += shown
-                rest = decoder.flush()
-                text += rest
-                entries.advance(len(rest))
-            self._echoed[prompt_index] = (text, entries)
-        text, entries = self._echoed[prompt_index]
-        return text, entries.copy()
+    def __init__(
+        self, state: ServerState, name: str, run: pipeline.Run, include_usage: bool = False
+    ) -> None:
+        super().__init__(state, name, run, include_usage)
+        self.local = run
+        self.echoed: list[str] = []
+        # each choice's logprobs so far: a streamed chunk carries only its new entries
+        self.running: list[_LegacyLogprobs] = []
 
-    def _usage(self) -> dict[str, int]:
-        n_prompt = sum(len(p) for p in self.prompts)
-        generated = sum(g.n_generated for g in self.generations)
-        self.state.count_tokens(self.model, n_prompt, generated)
-        return _usage(n_prompt, generated)
+    def _begin(self) -> None:
+        """Each choice's echo and logprobs, to begin with (the prompt scored, with echo)."""
+        for index in range(len(self.run.answers)):
+            text, entries = self._echoed(index)
+            self.echoed.append(text)
+            self.running.append(entries)
 
-    def _finish(self, index: int) -> str:
-        return inference.Outcome.of(self.model, self.generations[index], self.stop).finish_reason
+    def _echoed(self, index: int) -> tuple[str, _LegacyLogprobs]:
+        """The echoed prompt of choice `index` ("" without echo) and its logprobs."""
+        entries = _LegacyLogprobs()
+        echo = self.local.echo(index)
+        if echo is None:
+            return "", entries
+        for token, shown, logprob, top in echo.tokens:
+            entries.add(self.model, token, shown, logprob, top, first=not entries.tokens)
+        entries.advance(len(echo.rest))
+        return echo.text, entries
+
+    def _logprobs(self, index: int, piece: Any) -> Any:
+        """The entries `piece` adds to choice `index`'s logprobs (None without logprobs)."""
+        running = self.running[index]
+        if not self.run.logprobs or piece.token is None:
+            running.advance(len(piece.text))
+            return None
+        start = len(running.tokens)
+        running.add(self.model, piece.token, piece.text, piece.logprob, piece.top_logprobs)
+        return running.body(start)
 
     def collect(self) -> dict[str, Any]:
-        echoed = [self._echo(index) for index in range(len(self.generations))]
-        logprobs = [entries for _, entries in echoed]
-        for index, piece in inference.interleave(self.generations):
-            if self.logprobs and piece.token is not None:
-                logprobs[index].add_piece(self.model, piece)
-            elif self.logprobs:
-                logprobs[index].advance(len(piece.text))
-        choices = [
-            {
-                "text": echoed[index][0] + generation.text,
-                "index": index,
-                "logprobs": logprobs[index].body() if self.logprobs else None,
-                "finish_reason": self._finish(index),
-            }
-            for index, generation in enumerate(self.generations)
-        ]
-        return {
-            "id": self.id,
-            "object": "text_completion",
-            "created": self.created,
-            "model": self.name,
-            "system_fingerprint": _fingerprint(self.model),
-            "choices": choices,
-            "usage": self._usage(),
-        }
+        self._begin()
+        for index, piece, _ in self.run.events():
+            self._logprobs(index, piece)
+        choices = []
+        for index, answer in enumerate(self.run.answers):
+            self.run.finish(index)
+            choices.append(
+                {
+                    "text": self.echoed[index] + answer.text,
+                    "index": index,
+                    "logprobs": self.running[index].body() if self.run.logprobs else None,
+                    "finish_reason": self.run.finish_reason(index),
+                }
+            )
+        return self._body(choices)
 
-    def _chunk(
-        self, choices: list[dict[str, Any]], include_usage: bool, usage: Any = None
-    ) -> bytes:
-        fingerprint = _fingerprint(self.model)
-        return _chunk(
-            self.id,
-            self.created,
-            self.name,
-            fingerprint,
-            choices,
-            include_usage,
-            usage,
-            kind="text_completion",
-        )
+    def _opening(self) -> Iterator[bytes]:
+        self._begin()
+        if self.local.request.echo:
+            for index, (text, entries) in enumerate(zip(self.echoed, self.running, strict=True)):
+                body = entries.body() if self.run.logprobs else None
+                yield self._chunk([_text_choice(index, text, body)])
 
-    def stream(self, include_usage: bool) -> Iterator[bytes]:
-        pieces = inference.interleave(self.generations)
-        # each choice's logprobs so far: a chunk carries only its new entries
-        running = [_LegacyLogprobs() for _ in self.generations]
-        try:
-            for index in range(len(self.generations)):
-                if self.echo:
-                    text, entries = self._echo(index)
-                    running[index] = entries
-                    body = entries.body() if self.logprobs else None
-                    yield self._chunk([_text_choice(index, text, body)], include_usage)
-            for index, piece in pieces:
-                logprobs = None
-                if self.logprobs and piece.token is not None:
-                    start = len(running[index].tokens)
-                    running[index].add_piece(self.model, piece)
-                    logprobs = running[index].body(start)
-                else:
-                    running[index].advance(len(piece.text))
-                if piece.text or logprobs:
-                    yield self._chunk([_text_choice(index, piece.text, logprobs)], include_usage)
-            for index in range(len(self.generations)):
-                yield self._chunk(
-                    [_text_choice(index, "", None, self._finish(index))], include_usage
-                )
-            if include_usage:
-                yield self._chunk([], include_usage, self._usage())
-            else:
-                self._usage()
-            yield sse.event("[DONE]")
-        except Exception as error:
-            yield _stream_failure(error)
-        finally:
-            pieces.close()
+    def _piece(self, index: int, piece: Any, events: list[Any]) -> Iterator[bytes]:
+        logprobs = self._logprobs(index, piece)
+        if piece.text or logprobs:
+            yield self._chunk([_text_choice(index, piece.text, logprobs)])
+
+    def _closing(self, index: int) -> Iterator[bytes]:
+        self.run.finish(index)
+        yield self._chunk([_text_choice(index, "", None, self.run.finish_reason(index))])
 
 
 def _text_choice(
@@ -740,15 +624,6 @@ class _LegacyLogprobs:
         self.top_logprobs: list[dict[str, float] | None] = []
         self.text_offset: list[int] = []
         self._offset = 0
-
-    def copy(self) -> _LegacyLogprobs:
-        twin = _LegacyLogprobs()
-        twin.tokens = list(self.tokens)
-        twin.token_logprobs = list(self.token_logprobs)
-        twin.top_logprobs = list(self.top_logprobs)
-        twin.text_offset = list(self.text_offset)
-        twin._offset = self._offset
-        return twin
 
     def add(
         self,
@@ -771,9 +646,6 @@ class _LegacyLogprobs:
         self.text_offset.append(self._offset)
         self._offset += len(shown)
 
-    def add_piece(self, model: Any, piece: Any) -> None:
-        self.add(model, piece.token, piece.text, piece.logprob, piece.top_logprobs)
-
     def advance(self, n_chars: int) -> None:
         """Text that no token entry stands for (held-back text released at the end)."""
         self._offset += n_chars
@@ -790,12 +662,9 @@ class _LegacyLogprobs:
 # --- embeddings ---------------------------------------------------------------------------------
 
 
-class _Embeddings:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Embeddings(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         name = _model_name(body)
         encoding = body.get("encoding_format", "float")
         if encoding not in ("float", "base64"):
@@ -805,7 +674,7 @@ class _Embeddings:
         dimensions = _dimensions(body.get("dimensions"), model.n_embd)
         data = []
         ids = [
-            _prompt_ids(model, item, truncate=bool(body.get("truncate")), reserve=0)
+            pipeline.raw_prompt(model, item, truncate=bool(body.get("truncate")), reserve=0)
             for item in inputs
         ]
         n_tokens = sum(len(one) for one in ids)
@@ -857,10 +726,7 @@ def _dimensions(dimensions: Any, n_embd: int) -> int | None:
 # --- models -------------------------------------------------------------------------------------
 
 
-class _Models:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Models(Route):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         names = self.state.models.available()
         if req.get_header("anthropic-version"):
@@ -870,10 +736,7 @@ class _Models:
             resp.media = {"object": "list", "data": data}
 
 
-class _Model:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Model(Route):
     def on_get(self, req: falcon.Request, resp: falcon.Response, model_id: str) -> None:
         listed = self.state.models.available()
         if model_id in listed:  # the `created` the list gives

@@ -1,46 +1,71 @@
-"""One pipeline behind the chat families: a request in, generations and their answers out.
+"""One pipeline behind every family: a request in, a run's events out, rendered by the family.
 
-Each family's route only translates: its parser makes a `ChatRequest` (OpenAI-shaped messages,
-checked sampling options, tools and tool choice, an output grammar, the template's variables),
-`start_chat` runs it on the local model, and its renderer turns the `ChatRun`'s events into the
-family's answer or stream. The stable entry points, for any route that generates a chat answer
-(the Responses API among them):
+Each family's route only translates. Its parser makes a `GenerationRequest`: a conversation
+(OpenAI-shaped messages, rendered by the chat template) or raw prompts (text or token ids, no
+template: text completions, Ollama's generate), with checked sampling options, stops, tools and
+tool choice, an output grammar, logprobs (with `echo`, the prompt's own too), `n` choices per
+prompt, whether to truncate a prompt that does not fit, and the context to generate in (a new
+one per choice, or the caller's, which holds a prefix of the prompt already and stays the
+caller's). A runner starts it:
 
-- `ChatRequest`: what to generate;
-- `start_chat(request) -> ChatRun`: the prompt rendered in the template's convention, the grammar
-  (the tools' lazy grammar under "auto", or the output format's), the generations begun (a
-  failure to begin, such as a full KV cache, raises here, before any status is sent);
-- `ChatRun.events()`: (choice index, Piece, [Event]) as tokens are made, each Piece read by the
-  choice's `Answer` (answer.py) into text, reasoning and tool calls; then `ChatRun.finish(i)`:
-  the events held to the end; `ChatRun.finish_reason(i)`; `ChatRun.release()`.
+- `start(request) -> Run`: on the local model: the prompts rendered and fitted, the grammar
+  (the tools' lazy grammar under "auto", or the output format's), the generations begun; a
+  failure to begin, such as a full KV cache, raises here, before any status is sent;
+- `remote.start(provider, ...) -> RemoteRun` (remote.py): on a remote provider, the same events.
+
+Its renderer then reads the run, whichever runner made it (`Runner` is what both offer):
+`events()`: (choice index, Piece, [Event]) as tokens are made, each Piece read by the choice's
+`Answer` (answer.py) into text, reasoning and tool calls; then `finish(i)`: the events held to
+the end; `finish_reason(i)` / `outcome(i)`; `usage(state)`; `release()` when the answer is
+gone. `answer(req, resp, run, ...)` sends it as an event stream or whole.
+
+`ChatRequest`, `start_chat` and `ChatRun` are the names the chat routes knew it by.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+import falcon
 
 from llamay.engine import Model
-from llamay.server import inference
+from llamay.server import inference, sse
 from llamay.server.answer import Answer, Event
+from llamay.server.errors import ApiError
+from llamay.server.watch import cancelled_on_disconnect
+from llamay.state import Context
+
+if TYPE_CHECKING:
+    from llamay.server.state import ServerState
+
+Prompt = str | Sequence[int]
 
 
 @dataclass
-class ChatRequest:
-    """One chat generation request, in llamay's terms.
+class GenerationRequest:
+    """One generation request, in llamay's terms: a conversation or raw prompts, and how to
+    answer them.
 
-    `messages`: OpenAI-shaped (role, content, tool_calls, tool_call_id, name); a trailing
-    assistant message is a prefill. `sampling`: model.generate's keyword arguments, checked
-    (inference.sampling_kwargs / request_sampling), without a grammar. `tools`: OpenAI function
-    tools; `tool_choice`: "auto", "none", "required" or "named" (`tool_name`); `parallel`: more
-    than one call per answer. `output_grammar`: a response format's grammar, used when no tools
-    are offered. `template_kwargs`: the chat template's variables (enable_thinking,
-    reasoning_effort). `reasoning`: separate a reasoning model's reasoning. `n`: choices.
-    `truncate`: cut a prompt longer than the context instead of refusing it."""
+    `messages`: OpenAI-shaped (role, content, tool_calls, tool_call_id, name), through the chat
+    template; a trailing assistant message is a prefill. `prompts`: instead of messages, raw
+    prompts (strings or token ids), each answered by `n` choices. `sampling`:
+    model.generate's keyword arguments, checked (inference.sampling_kwargs /
+    request_sampling), without a grammar; its `logprobs` asks for each token's. `tools`:
+    OpenAI function tools; `tool_choice`: "auto", "none", "required" or "named"
+    (`tool_name`); `parallel`: more than one call per answer. `output_grammar`: a response
+    format's grammar, used when no tools are offered. `template_kwargs`: the chat template's
+    variables (enable_thinking, reasoning_effort). `reasoning`: separate a reasoning model's
+    reasoning. `n`: choices per prompt. `truncate`: cut a prompt longer than the context
+    instead of refusing it. `echo`: each choice repeats its prompt first (`Run.echo`), with
+    the prompt tokens' logprobs when `logprobs` is asked for; with max_tokens 0 the prompt is
+    only scored. `context`: generate in the caller's context (one prompt, one choice), which
+    holds the prompt's first `cached` tokens already (only the rest is fed); it stays open,
+    the caller's again once the run is released."""
 
     model: Model
-    messages: Sequence[Mapping[str, Any]]
+    messages: Sequence[Mapping[str, Any]] | None = None
     sampling: dict[str, Any] = field(default_factory=dict)
     tools: Sequence[Mapping[str, Any]] | None = None
     tool_choice: str = "none"
@@ -51,36 +76,131 @@ class ChatRequest:
     reasoning: bool = True
     n: int = 1
     truncate: bool = False
+    prompts: Sequence[Prompt] | None = None
+    echo: bool = False
+    context: Context | None = None
+    cached: int = 0
 
     @property
     def offered(self) -> Sequence[Mapping[str, Any]] | None:
         """The tools the model is shown (none under tool_choice "none")."""
         return self.tools if self.tools and self.tool_choice != "none" else None
 
+    @property
+    def reserve(self) -> int:
+        return self.sampling.get("max_tokens") or 1
+
+    @property
+    def held(self) -> int:
+        """How many of the prompt's tokens the caller's context holds already."""
+        return self.cached if self.context is not None else 0
+
+    def prompt_ids(self) -> list[list[int]]:
+        """Each prompt's token ids (a conversation is one prompt)."""
+        if self.prompts is not None:
+            return [
+                raw_prompt(self.model, p, truncate=self.truncate, reserve=self.reserve)
+                for p in self.prompts
+            ]
+        return [
+            inference.chat_prompt(
+                self.model,
+                list(self.messages or ()),
+                tools=self.offered,
+                truncate=self.truncate,
+                reserve=self.reserve,
+                template_kwargs=self.template_kwargs,
+            )
+        ]
+
     def prompt(self) -> list[int]:
-        """The prompt's token ids (what count_tokens counts)."""
-        return inference.chat_prompt(
-            self.model,
-            list(self.messages),
-            tools=self.offered,
-            truncate=self.truncate,
-            reserve=self.sampling.get("max_tokens") or 1,
-            template_kwargs=self.template_kwargs,
+        """The (first) prompt's token ids (what count_tokens counts)."""
+        return self.prompt_ids()[0]
+
+
+ChatRequest = GenerationRequest
+
+
+def raw_prompt(model: Model, prompt: Prompt, *, truncate: bool, reserve: int) -> list[int]:
+    """The token ids of a raw prompt: text (inference.text_prompt) or token ids, which must
+    be in the vocabulary; fitted to the context (inference.fit)."""
+    if isinstance(prompt, str):
+        return inference.text_prompt(model, prompt, truncate=truncate, reserve=reserve)
+    if not prompt or not all(
+        isinstance(t, int) and not isinstance(t, bool) and 0 <= t < model.n_vocab for t in prompt
+    ):
+        raise ApiError(
+            400, "a token-id prompt must be a non-empty list of ids in the vocabulary", "prompt"
         )
+    return inference.fit(model, list(prompt), truncate=truncate, reserve=reserve)
+
+
+@dataclass(frozen=True)
+class Echo:
+    """A prompt as its answer repeats it: per token (id, the text it made visible, its logprob
+    or None, its top alternatives or None), the first token's logprob None as it has no
+    context; `rest`: text the decoder released only at the end."""
+
+    tokens: list[tuple[int, str, float | None, list[tuple[int, float]] | None]]
+    rest: str
+
+    @property
+    def text(self) -> str:
+        return "".join(shown for _, shown, _, _ in self.tokens) + self.rest
+
+
+class Runner(Protocol):
+    """What a renderer reads, whether the local model (`Run`) or a remote provider
+    (remote.RemoteRun) made the answer."""
+
+    answers: list[Answer]
+    generations: list[Any]  # what to cancel when the client goes away
+    logprobs: bool
+    model: Model | None  # None: a remote provider's
+
+    @property
+    def n_prompt(self) -> int: ...
+
+    def events(self) -> Iterator[tuple[int, Any, list[Event]]]: ...
+
+    def finish(self, index: int) -> list[Event]: ...
+
+    def outcome(self, index: int) -> inference.Outcome: ...
+
+    def finish_reason(self, index: int) -> str: ...
+
+    def usage(self, state: ServerState) -> tuple[int, int]: ...
+
+    def release(self) -> None: ...
 
 
 @dataclass
-class ChatRun:
-    """A ChatRequest running: its prompt, one Generation and one Answer per choice."""
+class Run:
+    """A GenerationRequest running on the local model: its prompts, one Generation and one
+    Answer per choice (choice i answers prompt i // n)."""
 
-    request: ChatRequest
-    prompt: list[int]
+    request: GenerationRequest
+    prompts: list[list[int]]
     generations: list[Any]
     answers: list[Answer]
+    _echoes: dict[int, Echo] = field(default_factory=dict)
 
     @property
     def model(self) -> Model:
         return self.request.model
+
+    @property
+    def prompt(self) -> list[int]:
+        """The first prompt (a conversation's only one)."""
+        return self.prompts[0]
+
+    @property
+    def n_prompt(self) -> int:
+        return sum(len(prompt) for prompt in self.prompts)
+
+    @property
+    def logprobs(self) -> bool:
+        return "logprobs" in self.request.sampling
 
     @property
     def stop(self) -> list[str]:
@@ -108,15 +228,60 @@ class ChatRun:
     def n_generated(self) -> int:
         return sum(generation.n_generated for generation in self.generations)
 
+    def usage(self, state: ServerState) -> tuple[int, int]:
+        """(prompt tokens, generated tokens) of the answer, counted in the server's metrics
+        (the prompt tokens evaluated: not those a caller's context held); call once, at the
+        end."""
+        generated = self.n_generated()
+        state.count_tokens(self.model, self.n_prompt - self.request.held, generated)
+        return self.n_prompt, generated
+
+    def tokens(self, index: int) -> list[int]:
+        """The tokens choice `index` generated."""
+        return list(self.generations[index].tokens)
+
+    def timings(self, index: int) -> Mapping[str, float]:
+        """Choice `index`'s prompt_s and generate_s."""
+        return self.generations[index].timings
+
+    def echo(self, index: int) -> Echo | None:
+        """The prompt choice `index` repeats (None without `echo`), scored once per prompt."""
+        if not self.request.echo:
+            return None
+        prompt_index = index // self.request.n
+        if prompt_index not in self._echoes:
+            self._echoes[prompt_index] = _echo(
+                self.model, self.prompts[prompt_index], self.request.sampling.get("logprobs")
+            )
+        return self._echoes[prompt_index]
+
     def release(self) -> None:
         inference.release(self.generations)
 
 
-def start_chat(request: ChatRequest) -> ChatRun:
-    """Render, constrain and begin a ChatRequest on its model (see the module docstring)."""
+ChatRun = Run
+
+
+def _echo(model: Model, ids: list[int], n_top: int | None) -> Echo:
+    scored = (
+        inference.prompt_logprobs(model, ids, n_top)
+        if n_top is not None
+        else [(None, None)] * len(ids)
+    )
+    decoder = model.tokenizer.stream()
+    tokens = [
+        (token, decoder.feed(token), logprob, top)
+        for token, (logprob, top) in zip(ids, scored, strict=True)
+    ]
+    return Echo(tokens, decoder.flush())
+
+
+def start(request: GenerationRequest) -> Run:
+    """Render, constrain and begin a GenerationRequest on its model (see the module
+    docstring)."""
     model = request.model
     offered = request.offered
-    prefill = inference.prefill_of(list(request.messages))
+    prefill = inference.prefill_of(list(request.messages or ()))
     grammar = (
         inference.tool_grammar(
             model,
@@ -132,10 +297,48 @@ def start_chat(request: ChatRequest) -> ChatRun:
     kwargs = dict(request.sampling)
     if grammar is not None:
         kwargs["grammar"] = grammar
-    prompt = request.prompt()
-    generations = inference.start(model, prompt, request.n, kwargs)
+    prompts = request.prompt_ids()
+    n = inference.check_n(request.n)
+    context = request.context
+    if context is not None and len(prompts) != 1:
+        raise ValueError("a caller's context holds one prompt")
+    scoring = request.echo and kwargs.get("max_tokens") == 0
+    generations: list[Any] = []
+    try:
+        for ids in prompts:
+            if scoring:  # the prompt is only scored (its echo): nothing is generated
+                generations += [inference.Unsampled(len(ids)) for _ in range(n)]
+            else:
+                fed = ids[request.held :]
+                generations += inference.start(model, fed, n, kwargs, context)
+    except BaseException:
+        inference.release(generations)
+        raise
     answers = [
-        inference.answer(model, prompt, offered, prefill, reasoning=request.reasoning)
-        for _ in generations
+        inference.answer(model, prompts[i // n], offered, prefill, reasoning=request.reasoning)
+        for i in range(len(generations))
     ]
-    return ChatRun(request, prompt, generations, answers)
+    return Run(request, prompts, generations, answers)
+
+
+start_chat = start
+
+
+def answer(
+    req: falcon.Request,
+    resp: falcon.Response,
+    run: Runner,
+    stream: Callable[[], Generator[bytes, None, None]] | None,
+    collect: Callable[[], Any],
+) -> None:
+    """Send a run's answer: the events of `stream()` as server-sent events when the client
+    streams, else `collect()` as one JSON body, the run's generations cancelled if the client
+    goes away first. Either way the run is released at the end."""
+    if stream is not None:
+        sse.respond(resp, stream(), run.release)
+        return
+    try:
+        with cancelled_on_disconnect(req, run.generations):
+            resp.media = collect()
+    finally:
+        run.release()

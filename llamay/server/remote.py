@@ -1,18 +1,24 @@
-"""Chat requests for a model that `$LLAMAY_HOME/config.toml` routes to a remote provider.
+"""The runner for a model that `$LLAMAY_HOME/config.toml` routes to a remote provider.
 
-The OpenAI and Anthropic chat routes ask `find(name)` before loading anything; a remote model
-gets the conversation as text turns (tools and grammars are local features) and its answer is
-relayed in the family's shape, streamed when the client streams.
+A chat route asks `find(name)` before loading anything; for a remote model, `start` sends the
+conversation as text turns (tools and grammars are local features) and returns a `RemoteRun`:
+the same events a local run makes (pipeline.Runner), so the family's renderer relays the answer
+in its shape, streamed when the client streams, without knowing where it came from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llamay import providers
+from llamay.engine.generate import Piece
 from llamay.providers import Provider, Reply
 from llamay.server import inference
+from llamay.server.answer import Answer, Event
+
+if TYPE_CHECKING:
+    from llamay.server.state import ServerState
 
 
 def find(name: str) -> Provider | None:
@@ -20,7 +26,7 @@ def find(name: str) -> Provider | None:
     return providers.find(name)
 
 
-def ask(
+def start(
     provider: Provider,
     messages: Sequence[Mapping[str, Any]],
     *,
@@ -28,22 +34,61 @@ def ask(
     temperature: Any,
     stream: bool,
     **extra: Any,
-) -> Reply:
-    """Send OpenAI-shaped `messages` (content as strings or text parts) to the provider; the
-    answer's text deltas. ProviderError (502) when the upstream fails."""
+) -> RemoteRun:
+    """Send OpenAI-shaped `messages` (content as strings or text parts) to the provider (with
+    `stream`, asking it to stream); `extra` (top_p, stop, seed...) goes into its request as
+    the client gave it. ProviderError (502) when the upstream fails."""
     turns = [
         {"role": m.get("role"), "content": inference.text_of(m.get("content"))} for m in messages
     ]
-    return provider.chat(
+    reply = provider.chat(
         turns, max_tokens=max_tokens, temperature=temperature, stream=stream, **extra
     )
+    return RemoteRun(provider.name, reply)
 
 
-def finish_reason(reply: Reply) -> str:
-    """The reply's finish reason in OpenAI's words ("stop" where the upstream said none)."""
-    return reply.finish_reason if reply.finish_reason in ("stop", "length") else "stop"
+class RemoteRun:
+    """A provider's reply as a run of one choice: each text delta a Piece (no token, so no
+    logprobs), read by a plain Answer into text events."""
 
+    logprobs = False
+    model = None
 
-def deltas(reply: Reply) -> Iterator[str]:
-    """The reply's non-empty text deltas."""
-    return (text for text in reply if text)
+    def __init__(self, name: str, reply: Reply) -> None:
+        self.name = name
+        self.reply = reply
+        self.answers = [Answer(None)]
+        self.generations: list[Any] = []  # nothing to cancel: the reply closes with the run
+
+    @property
+    def n_prompt(self) -> int:
+        """The prompt's tokens as the upstream counted them (0 until it says)."""
+        return self.reply.n_prompt or 0
+
+    def events(self) -> Iterator[tuple[int, Any, list[Event]]]:
+        for text in self.reply:
+            if text:
+                piece = Piece(None, text)
+                yield 0, piece, self.answers[0].feed(piece)
+
+    def finish(self, index: int) -> list[Event]:
+        return []
+
+    def finish_reason(self, index: int) -> str:
+        """The upstream's finish reason in OpenAI's words ("stop" where it said none)."""
+        reason = self.reply.finish_reason
+        return reason if reason in ("stop", "length") else "stop"
+
+    def outcome(self, index: int) -> inference.Outcome:
+        n_generated = self.reply.n_generated or 0
+        return inference.Outcome(self.finish_reason(index), None, self.n_prompt, n_generated)
+
+    def usage(self, state: ServerState) -> tuple[int, int]:
+        """(prompt tokens, generated tokens) as the upstream counted them, in the metrics
+        under the local name."""
+        n_prompt, n_generated = self.n_prompt, self.reply.n_generated or 0
+        state.metrics.tokens(self.name, n_prompt, n_generated)
+        return n_prompt, n_generated
+
+    def release(self) -> None:
+        self.reply.close()

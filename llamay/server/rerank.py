@@ -18,8 +18,8 @@ from typing import Any
 import falcon
 
 from llamay.server import openapi
-from llamay.server.errors import ApiError, read_json
-from llamay.server.state import ServerState
+from llamay.server.errors import ApiError
+from llamay.server.state import Route, ServerState
 
 PATHS = ("/v1/rerank", "/rerank", "/v1/reranking")
 MAX_DOCUMENTS = 1024
@@ -79,12 +79,9 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
         )
 
 
-class _Rerank:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
+class _Rerank(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
+        body = self.body(req)
         name = body.get("model")
         if not isinstance(name, str) or not name:
             raise ApiError(400, "model is required: the name of a reranker model", "model")

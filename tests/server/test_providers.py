@@ -70,6 +70,41 @@ def test_anthropic_clients_reach_remote_models(server, relay, remote_model):
         assert stream.get_final_message().stop_reason in ("end_turn", "max_tokens")
 
 
+def counted(relay, model: str) -> tuple[float, float]:
+    """The relay's /metrics token counters (prompt, generated) for `model`."""
+    found = {}
+    for line in httpx.get(relay.url("/metrics")).text.splitlines():
+        for kind in ("prompt", "generated"):
+            if line.startswith(f'llamay_{kind}_tokens_total{{model="{model}"}} '):
+                found[kind] = float(line.split()[-1])
+    return found.get("prompt", 0.0), found.get("generated", 0.0)
+
+
+def test_a_relayed_stream_is_counted_with_the_upstreams_usage(relay):
+    """A streamed relay counts the tokens the upstream reported under the local name, whether
+    or not the client asked for usage, and gives them in the usage chunk when it did (the
+    Anthropic upstream reports usage in its stream)."""
+    client = openai.OpenAI(base_url=relay.url("/v1"), api_key="unused", max_retries=0)
+    options = {"model": "far-claude", "messages": HELLO, "temperature": 0, "max_tokens": 8}
+    whole = client.chat.completions.create(**options).usage
+    assert whole.prompt_tokens > 0 and whole.completion_tokens > 0
+    before = counted(relay, "far-claude")
+    chunks = list(
+        client.chat.completions.create(
+            **options, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == whole.total_tokens
+    assert chunks[-2].choices[0].finish_reason in ("stop", "length")
+    assert all(chunk.system_fingerprint is None for chunk in chunks)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == client.chat.completions.create(**options).choices[0].message.content
+    list(client.chat.completions.create(**options, stream=True))  # no usage asked for
+    after = counted(relay, "far-claude")
+    assert after[0] - before[0] == 3 * whole.prompt_tokens
+    assert after[1] - before[1] == 3 * whole.completion_tokens
+
+
 def test_an_unreachable_provider_is_502(tmp_path_factory, launch):
     home = tmp_path_factory.mktemp("dead-relay-home")
     (home / "config.toml").write_text(
