@@ -27,7 +27,13 @@ from pathlib import Path
 import numpy as np
 
 import llamay
-from llamay.cli.bench import bench_tokens, decode_seconds, prefill_seconds, thread_counts
+from llamay.cli.bench import (
+    bench_tokens,
+    decode_seconds,
+    depth_context,
+    prefill_seconds,
+    thread_counts,
+)
 from llamay.store import resolve_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -65,8 +71,10 @@ def llama_cpp_prefill_seconds(llm, tokens: list[int]) -> float:
     return time.perf_counter() - started
 
 
-def llama_cpp_decode_seconds(llm, tokens: list[int]) -> float:
-    llm.reset()
+def llama_cpp_decode_seconds(llm, tokens: list[int], depth: int = 0) -> float:
+    """On an empty cache, or after the `depth` tokens evaluated first (eval drops the KV cells
+    past n_tokens, as a fork of llamay's context leaves its parent's)."""
+    llm.n_tokens = depth
     started = time.perf_counter()
     for token in tokens:
         llm.eval([token])
@@ -83,21 +91,32 @@ def llama_cpp_last_logits(llm) -> np.ndarray:
 # --- speed ---------------------------------------------------------------------------------------
 
 
-def compare_speed(model: str, threads: int, n_prompt: int, n_gen: int, repeat: int) -> dict:
-    ours = llamay.load(model, threads=threads, n_ctx=max(n_prompt, n_gen), prefix_cache=False)
-    theirs = _load_llama_cpp(resolve_model(model), threads, max(n_prompt, n_gen))
+def compare_speed(
+    model: str, threads: int, n_prompt: int, n_gen: int, repeat: int, depth: int = 0
+) -> dict:
+    n_ctx = max(n_prompt, depth + n_gen)
+    ours = llamay.load(model, threads=threads, n_ctx=n_ctx, prefix_cache=False)
+    theirs = _load_llama_cpp(resolve_model(model), threads, n_ctx)
     prompt, generated = bench_tokens(ours, n_prompt), bench_tokens(ours, n_gen)
     # warm-up: page the weights in, let each engine size its buffers
     prefill_seconds(ours, prompt)
     llama_cpp_prefill_seconds(theirs, prompt)
-    decode_seconds(ours, generated[:4])
-    llama_cpp_decode_seconds(theirs, generated[:4])
+    # decode after `depth` prompt tokens: llamay forks one context holding them; llama.cpp
+    # evaluates them once and keeps them (the last prefill before the decode runs)
+    after = depth_context(ours, depth)
+    decode_seconds(ours, generated[:4], after)
     times: dict[str, list[float]] = {key: [] for key in ("ours_pp", "cpp_pp", "ours_tg", "cpp_tg")}
     for _ in range(repeat):
         times["ours_pp"].append(prefill_seconds(ours, prompt))
         times["cpp_pp"].append(llama_cpp_prefill_seconds(theirs, prompt))
-        times["ours_tg"].append(decode_seconds(ours, generated))
-        times["cpp_tg"].append(llama_cpp_decode_seconds(theirs, generated))
+    if depth:
+        llama_cpp_prefill_seconds(theirs, bench_tokens(ours, depth))
+    llama_cpp_decode_seconds(theirs, generated[:4], depth)
+    for _ in range(repeat):
+        times["ours_tg"].append(decode_seconds(ours, generated, after))
+        times["cpp_tg"].append(llama_cpp_decode_seconds(theirs, generated, depth))
+    if after is not None:
+        after.close()
     ours.close()
     theirs.close()
     rate = {
@@ -108,6 +127,7 @@ def compare_speed(model: str, threads: int, n_prompt: int, n_gen: int, repeat: i
         "threads": threads,
         "prompt_tokens": n_prompt,
         "gen_tokens": n_gen,
+        "depth": depth,
         "llamay_prefill_tps": round(rate["ours_pp"], 1),
         "llama_cpp_prefill_tps": round(rate["cpp_pp"], 1),
         "prefill_ratio": round(rate["ours_pp"] / rate["cpp_pp"], 3),
@@ -167,6 +187,9 @@ def main() -> None:
     parser.add_argument("--threads", default=None, help="comma-separated thread counts")
     parser.add_argument("-p", "--n-prompt", type=int, default=512, help="prefill tokens")
     parser.add_argument("-n", "--n-gen", type=int, default=64, help="decode tokens")
+    parser.add_argument(
+        "-d", "--depth", type=int, default=0, help="prompt tokens before the timed decode"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="alternating runs per figure")
     parser.add_argument("--logits", type=int, metavar="N", help="compare logits over N tokens")
     parser.add_argument("--text", type=Path, default=DEFAULT_TEXT, help="text for --logits")
@@ -181,7 +204,7 @@ def main() -> None:
         results = [compare_logits(args.model, count, text, args.logits) for count in threads]
     else:
         results = [
-            compare_speed(args.model, count, args.n_prompt, args.n_gen, args.repeat)
+            compare_speed(args.model, count, args.n_prompt, args.n_gen, args.repeat, args.depth)
             for count in threads
         ]
     if args.json:
@@ -194,8 +217,10 @@ def main() -> None:
                 f"top-1 agreement {row['top1_agreement']:.1%}"
             )
     else:
+        at = f"; decode after {args.depth} prompt tokens" if args.depth else ""
         print(
-            f"model {args.model}; medians of {args.repeat} alternating runs; ratio = llamay / llama.cpp"
+            f"model {args.model}; medians of {args.repeat} alternating runs{at}; "
+            "ratio = llamay / llama.cpp"
         )
         print(
             f"{'threads':>7}  {'prefill llamay':>14}  {'llama.cpp':>9}  {'ratio':>5}  "

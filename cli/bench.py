@@ -11,7 +11,7 @@ import click
 import numpy as np
 
 import llamay
-from llamay.engine import Model
+from llamay.engine import Context, Model
 
 
 def bench_tokens(model: Model, n: int) -> list[int]:
@@ -33,9 +33,10 @@ def prefill_seconds(model: Model, tokens: list[int]) -> float:
     return elapsed
 
 
-def decode_seconds(model: Model, tokens: list[int]) -> float:
-    """Time to evaluate `tokens` one at a time on a fresh context, as generation does."""
-    context = model.context()
+def decode_seconds(model: Model, tokens: list[int], after: Context | None = None) -> float:
+    """Time to evaluate `tokens` one at a time, as generation does: on a fresh context, or on a
+    fork of `after` (a context holding a prompt already: decode at that depth)."""
+    context = after.fork() if after is not None else model.context()
     started = time.perf_counter()
     for token in tokens:
         context.feed([token])
@@ -44,25 +45,43 @@ def decode_seconds(model: Model, tokens: list[int]) -> float:
     return elapsed
 
 
-def measure(model_name: str, threads: int, n_prompt: int, n_gen: int, repeat: int) -> dict:
-    """Median prefill and decode tokens/s over `repeat` runs, after one warm-up run of each."""
+def depth_context(model: Model, depth: int) -> Context | None:
+    """A context holding `depth` prompt tokens to decode after (None for depth 0)."""
+    if depth == 0:
+        return None
+    context = model.context()
+    context.feed(bench_tokens(model, depth))
+    return context
+
+
+def measure(
+    model_name: str, threads: int, n_prompt: int, n_gen: int, repeat: int, depth: int = 0
+) -> dict:
+    """Median prefill and decode tokens/s over `repeat` runs, after one warm-up run of each;
+    decode after `depth` tokens of prompt (llama-bench's -d), each run on a fork of them."""
     # No prefix cache: every timed prefill must compute its prompt, not find it cached.
-    model = llamay.load(model_name, threads=threads, n_ctx=max(n_prompt, n_gen), prefix_cache=False)
+    n_ctx = max(n_prompt, depth + n_gen)
+    model = llamay.load(model_name, threads=threads, n_ctx=n_ctx, prefix_cache=False)
+    after = None
     try:
         prompt, generated = bench_tokens(model, n_prompt), bench_tokens(model, n_gen)
+        after = depth_context(model, depth)
         prefill_seconds(model, prompt)
-        decode_seconds(model, generated[:4])
+        decode_seconds(model, generated[:4], after)
         prefill = [prefill_seconds(model, prompt) for _ in range(repeat)]
-        decode = [decode_seconds(model, generated) for _ in range(repeat)]
+        decode = [decode_seconds(model, generated, after) for _ in range(repeat)]
     finally:
+        if after is not None:
+            after.close()
         model.close()
-    return {
+    row = {
         "threads": threads,
         "prefill_tps": round(n_prompt / statistics.median(prefill), 2),
         "decode_tps": round(n_gen / statistics.median(decode), 2),
         "prompt_tokens": n_prompt,
         "gen_tokens": n_gen,
     }
+    return {**row, "depth": depth} if depth else row  # the contract's keys, unless -d is given
 
 
 def thread_counts(value: str | None) -> list[int]:
@@ -108,6 +127,14 @@ def _thread_counts_option(
     help="Tokens evaluated one at a time (decode).",
 )
 @click.option(
+    "-d",
+    "--depth",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Prompt tokens already in the context when decode is timed (llama-bench's -d).",
+)
+@click.option(
     "--threads",
     "threads",
     callback=_thread_counts_option,
@@ -124,18 +151,26 @@ def _thread_counts_option(
     "--json", "as_json", is_flag=True, help="Print a JSON list, one object per thread count."
 )
 def bench(
-    model: str, n_prompt: int, n_gen: int, threads: list[int], repeat: int, as_json: bool
+    model: str,
+    n_prompt: int,
+    n_gen: int,
+    depth: int,
+    threads: list[int],
+    repeat: int,
+    as_json: bool,
 ) -> None:
     """Measure MODEL's prefill and decode speed in tokens per second.
 
     Prefill evaluates -p tokens in one call; decode evaluates -n tokens one at a time, each on a
-    fresh context, as llama-bench's pp and tg tests do (sampling is not timed). Each figure is the
-    median of --repeat runs.
+    fresh context, as llama-bench's pp and tg tests do (sampling is not timed); with -d, decode
+    runs after that many prompt tokens (each run on a fork of one context holding them). Each
+    figure is the median of --repeat runs.
     """
-    results = [measure(model, count, n_prompt, n_gen, repeat) for count in threads]
+    results = [measure(model, count, n_prompt, n_gen, repeat, depth) for count in threads]
     if as_json:
         click.echo(json.dumps(results))
         return
-    click.echo(f"{'threads':>7}  {f'prefill {n_prompt} t/s':>16}  {f'decode {n_gen} t/s':>15}")
+    decode = f"decode {n_gen} t/s" + (f" @ {depth}" if depth else "")
+    click.echo(f"{'threads':>7}  {f'prefill {n_prompt} t/s':>16}  {decode:>15}")
     for row in results:
         click.echo(f"{row['threads']:>7}  {row['prefill_tps']:>16.1f}  {row['decode_tps']:>15.1f}")

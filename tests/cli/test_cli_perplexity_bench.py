@@ -85,6 +85,38 @@ def test_bench_json_has_one_row_per_thread_count():
         assert row["prefill_tps"] > 0 and row["decode_tps"] > 0
 
 
+def test_bench_depth_decodes_after_that_many_prompt_tokens():
+    model = DATA / "synth" / "qwen2-Q8_0.gguf"
+    result = llamay_cli(
+        "bench",
+        str(model),
+        "-p",
+        "8",
+        "-n",
+        "4",
+        "-d",
+        "40",
+        "--threads",
+        "1",
+        "--repeat",
+        "1",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    [row] = json.loads(result.stdout)
+    assert row["depth"] == 40 and row["gen_tokens"] == 4 and row["decode_tps"] > 0
+    table = llamay_cli("bench", str(model), "-p", "8", "-n", "4", "-d", "40", "--repeat", "1")
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.splitlines()[0].split()[-2:] == ["@", "40"]
+
+
+def test_bench_refuses_a_depth_past_the_context():
+    model = DATA / "synth" / "qwen2-Q8_0.gguf"
+    result = llamay_cli("bench", str(model), "-n", "4", "-d", "100000000", "--repeat", "1")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+
+
 def test_bench_table_names_its_columns():
     model = DATA / "synth" / "qwen2-Q8_0.gguf"
     result = llamay_cli(
