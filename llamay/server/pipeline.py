@@ -6,7 +6,8 @@ template: text completions, Ollama's generate), with checked sampling options, s
 tool choice, an output grammar, logprobs (with `echo`, the prompt's own too), `n` choices per
 prompt, whether to truncate a prompt that does not fit, and the context to generate in (a new
 one per choice, or the caller's, which holds a prefix of the prompt already and stays the
-caller's). A runner starts it:
+caller's: the Responses API generates in a fork of the stored response it continues, or in a
+context of its own that it keeps as the new stored response). A runner starts it:
 
 - `start(request) -> Run`: on the local model: the prompts rendered and fitted, the grammar
   (the tools' lazy grammar under "auto", or the output format's), the generations begun; a
@@ -17,7 +18,8 @@ Its renderer then reads the run, whichever runner made it (`Runner` is what both
 `events()`: (choice index, Piece, [Event]) as tokens are made, each Piece read by the choice's
 `Answer` (answer.py) into text, reasoning and tool calls; then `finish(i)`: the events held to
 the end; `finish_reason(i)` / `outcome(i)`; `usage(state)`; `release()` when the answer is
-gone. `answer(req, resp, run, ...)` sends it as an event stream or whole.
+gone. `answer(req, resp, run, ...)` sends it as an event stream or whole. The families:
+openai.py (chat and text completions), anthropic.py, ollama.py, responses.py.
 
 `ChatRequest`, `start_chat` and `ChatRun` are the names the chat routes knew it by.
 """
@@ -80,6 +82,9 @@ class GenerationRequest:
     echo: bool = False
     context: Context | None = None
     cached: int = 0
+    # the prompts' token ids once rendered: a caller that reads them first (to know what its
+    # context holds) and then starts the request renders the template once
+    _ids: list[list[int]] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def offered(self) -> Sequence[Mapping[str, Any]] | None:
@@ -96,7 +101,12 @@ class GenerationRequest:
         return self.cached if self.context is not None else 0
 
     def prompt_ids(self) -> list[list[int]]:
-        """Each prompt's token ids (a conversation is one prompt)."""
+        """Each prompt's token ids (a conversation is one prompt), rendered once."""
+        if self._ids is None:
+            self._ids = self._render()
+        return self._ids
+
+    def _render(self) -> list[list[int]]:
         if self.prompts is not None:
             return [
                 raw_prompt(self.model, p, truncate=self.truncate, reserve=self.reserve)
@@ -330,15 +340,19 @@ def answer(
     run: Runner,
     stream: Callable[[], Generator[bytes, None, None]] | None,
     collect: Callable[[], Any],
+    release: Callable[[], None] | None = None,
 ) -> None:
     """Send a run's answer: the events of `stream()` as server-sent events when the client
     streams, else `collect()` as one JSON body, the run's generations cancelled if the client
-    goes away first. Either way the run is released at the end."""
+    goes away first. Either way the run is released at the end, by `release` where the
+    renderer has more to give back than the run (the Responses API: the context it runs in,
+    kept as the stored response or closed), else by `run.release`."""
+    release = release or run.release
     if stream is not None:
-        sse.respond(resp, stream(), run.release)
+        sse.respond(resp, stream(), release)
         return
     try:
         with cancelled_on_disconnect(req, run.generations):
             resp.media = collect()
     finally:
-        run.release()
+        release()

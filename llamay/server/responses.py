@@ -1,15 +1,17 @@
 """OpenAI's Responses API: /v1/responses, on llamay's contexts.
 
-`POST /v1/responses` reads its request into the chat pipeline's terms (responses_items.py),
-generates through inference.py as /v1/chat/completions does, and answers a response object,
-or its stream of events (`response.created`, `response.in_progress`,
+`POST /v1/responses` reads its request into a pipeline.GenerationRequest (responses_items.py),
+runs it on the pipeline as every family does, and renders the run as a response object, or
+its stream of events (`response.created`, `response.in_progress`,
 `response.output_item.added`, `response.content_part.added`, `response.output_text.delta`,
 `response.output_text.done`, `response.content_part.done`, `response.output_item.done`,
 `response.completed`; function calls give `response.function_call_arguments.delta` and
 `.done` instead of the text events), each with its `sequence_number`.
 
-With `store` (the default) the response is kept as a context (responses_store.py): a request
-with `previous_response_id` forks it and feeds only the tokens it does not hold yet.
+The run generates in a context of this module's (the request's `context`): with `store` (the
+default) it is kept as the response once answered (responses_store.py), else closed. A request
+with `previous_response_id` runs in a fork of that response's context, whose tokens are the
+request's `cached` prefix: only the tokens it does not hold yet are fed.
 `GET`/`DELETE /v1/responses/{id}` read and remove a stored response,
 `GET /v1/responses/{id}/input_items` lists its input items (OpenAI's paged list);
 `POST /v1/responses/input_tokens` counts the tokens a request's input would be.
@@ -27,9 +29,7 @@ import numpy as np
 
 from llamay.engine import Model
 from llamay.errors import LlamayError
-from llamay.server import inference, openapi, remote, sse
-from llamay.server.answer import Answer, reasoning_of
-from llamay.server.ending import stop
+from llamay.server import inference, openapi, pipeline, remote, sse
 from llamay.server.errors import ApiError, from_exception, read_json
 from llamay.server.native import ContextRegistry
 from llamay.server.responses_items import (
@@ -44,8 +44,6 @@ from llamay.server.responses_items import (
 )
 from llamay.server.responses_store import ResponseStore, Stored
 from llamay.server.state import ServerState
-from llamay.server.toolcalls import format_of
-from llamay.server.watch import cancelled_on_disconnect
 from llamay.state import Context
 
 _ITEM = {"type": "object"}
@@ -190,30 +188,22 @@ class _Responses:
                 "model",
             )
         model = self.state.models.get(name)
-        kwargs = _sampling(model, request)
         conversation = (previous.conversation if previous else []) + request.messages
-        prompt = _prompt(model, request, conversation, reserve=kwargs.get("max_tokens") or 1)
+        generation = _generation(
+            model, request, conversation, _sampling(model, request), request.output_grammar()
+        )
+        prompt = generation.prompt()
         if request.store:
             self.store.check_room()
-        context, cached = _context(self.store, model, request, prompt)
+        generation.context, generation.cached = _context(self.store, model, request, prompt)
         try:
-            generation = model.generate(prompt[cached:], context=context, **kwargs)
-            inference.started([generation])
+            run = pipeline.start(generation)
         except BaseException:
-            context.close()
+            generation.context.close()
             raise
-        run = _Run(self.state, self.store, request, name, model, conversation, context)
-        run.begin(generation, len(prompt), cached)
-        if request.stream:
-            sse.respond(resp, run.events(), run.close)
-            return
-        try:
-            with cancelled_on_disconnect(req, [generation]):
-                for piece in generation.pieces():
-                    run.answer.feed(piece)
-            resp.media = run.finish()
-        finally:
-            run.close()
+        reply = _Reply(self.state, self.store, request, name, conversation, run)
+        stream = reply.events if request.stream else None
+        pipeline.answer(req, resp, run, stream, reply.collect, release=reply.release)
 
 
 class _InputTokens:
@@ -228,7 +218,7 @@ class _InputTokens:
         if not conversation:
             raise ApiError(400, "give input (or a previous_response_id) to count", "input")
         model = self.state.models.get(request.model or previous.model_name)
-        prompt = _prompt(model, request, conversation, reserve=1)
+        prompt = _generation(model, request, conversation).prompt()
         resp.media = {"object": "response.input_tokens", "input_tokens": len(prompt)}
 
 
@@ -294,7 +284,7 @@ def _query_int(req: falcon.Request, name: str, default: int, low: int, high: int
     return value
 
 
-# --- a request becomes a generation --------------------------------------------------------------
+# --- a request becomes a pipeline run -------------------------------------------------------------
 
 
 def _previous(store: ResponseStore, request: Request) -> Stored | None:
@@ -309,11 +299,7 @@ def _previous(store: ResponseStore, request: Request) -> Stored | None:
 
 def _sampling(model: Model, request: Request) -> dict[str, Any]:
     try:
-        return inference.sampling_kwargs(
-            model,
-            **request.sampling,
-            grammar=request.grammar(format_of(model.chat_template.source)),
-        )
+        return inference.sampling_kwargs(model, **request.sampling)
     except ApiError as error:
         if error.param == "max_tokens":  # the table's name for this API's max_output_tokens
             error.message = error.message.replace("max_tokens", "max_output_tokens")
@@ -321,17 +307,26 @@ def _sampling(model: Model, request: Request) -> dict[str, Any]:
         raise
 
 
-def _prompt(
-    model: Model, request: Request, conversation: list[dict[str, Any]], reserve: int
-) -> list[int]:
-    """The prompt ids of the conversation under this request's instructions and tools."""
+def _generation(
+    model: Model,
+    request: Request,
+    conversation: list[dict[str, Any]],
+    sampling: dict[str, Any] | None = None,
+    output_grammar: Any = None,
+) -> pipeline.GenerationRequest:
+    """The conversation under this request's instructions and tools, as the pipeline runs it
+    (without `sampling`: as input_tokens counts it)."""
     system = [{"role": "system", "content": request.instructions}] if request.instructions else []
-    return inference.chat_prompt(
+    return pipeline.GenerationRequest(
         model,
         system + conversation,
+        sampling=sampling or {},
         tools=request.chat_tools,
+        tool_choice=request.choice,
+        tool_name=request.named,
+        parallel=request.parallel,
+        output_grammar=output_grammar,
         truncate=request.truncate,
-        reserve=reserve,
     )
 
 
@@ -361,9 +356,10 @@ def shared_prefix(held: list[int], prompt: list[int]) -> int:
     return int(differ[0]) if differ.size else n
 
 
-class _Run:
-    """One response being generated: collected (`finish`) or streamed (`events`); `close`
-    ends the generation and keeps its context as the stored response, or closes it."""
+class _Reply:
+    """One response rendered from its pipeline run: collected (`collect`) or streamed
+    (`events`); `release` ends the run and keeps its context as the stored response, or
+    closes it."""
 
     def __init__(
         self,
@@ -371,70 +367,54 @@ class _Run:
         store: ResponseStore,
         request: Request,
         name: str,
-        model: Model,
         conversation: list[dict[str, Any]],
-        context: Context,
+        run: pipeline.Run,
     ) -> None:
         self.state = state
         self.store = store
         self.request = request
         self.name = name
-        self.model = model
         self.conversation = conversation
-        self.context = context
-        self.answer_finished = False
-        # the answer read as it comes: text, reasoning and calls in the model's own formats
-        source = model.chat_template.source
-        self.answer = Answer(
-            model.tokenizer,
-            tools=request.chat_tools,
-            fmt=format_of(source),
-            reasoning_kind=reasoning_of(source),
-        )
+        self.run = run
+        self.context: Context = run.request.context
+        self.answer = run.answers[0]  # text, reasoning and calls in the model's own formats
         self.id = item_id("resp")
         self.message_id = item_id("msg")
         self.created_at = int(time.time())
-        self.generation: Any = None
-        self.n_prompt = 0
-        self.cached = 0
-        self.response: dict[str, Any] | None = None
-        self._closed = False
+        self._kept = False  # the context is the store's now, or closed
 
-    def begin(self, generation: Any, n_prompt: int, cached: int) -> None:
-        self.generation = generation
-        self.n_prompt = n_prompt
-        self.cached = cached
+    def collect(self) -> dict[str, Any]:
+        for _ in self.run.events():
+            pass
+        self.run.finish(0)
+        return self.finish()
 
     def finish(self) -> dict[str, Any]:
-        """The response, once the generation has ended; stored when the request asks."""
-        generation = self.generation
-        stop(generation)
-        if generation.finish_reason == "cancelled":
+        """The response, once the run has ended and its answer is finished; stored when the
+        request asks."""
+        reason = self.run.outcome(0).finish_reason
+        if reason == "cancelled":
             raise ApiError(499, "the request was cancelled")
-        status = "incomplete" if generation.finish_reason == "length" else "completed"
-        if not self.answer_finished:
-            self.answer.finish()
+        status = "incomplete" if reason == "length" else "completed"
         output = output_items(self.answer, status, self.message_id)
         response = self.object(status, output)
         response["usage"] = self.usage()
         response["completed_at"] = int(time.time()) if status == "completed" else None
         if status == "incomplete":
             response["incomplete_details"] = {"reason": "max_output_tokens"}
-        self.state.count_tokens(self.model, generation.n_prompt, generation.n_generated)
         if self.request.store:
             conversation = self.conversation + as_messages(output)
             stored = Stored(response, conversation, self.name, self.request.input_items)
             self.store.put(stored, self.context)  # the store owns the context now
-            self._closed = True
-        self.response = response
+            self._kept = True
         return response
 
-    def close(self) -> None:
-        """Cancels a generation still running; closes the context unless it was stored."""
-        if self.generation is not None:
-            stop(self.generation)
-        if not self._closed:
-            self._closed = True
+    def release(self) -> None:
+        """Ends the run (a generation still running is cancelled); closes the context unless
+        it was stored."""
+        self.run.release()
+        if not self._kept:
+            self._kept = True
             self.context.close()
 
     def object(self, status: str, output: list[Any]) -> dict[str, Any]:
@@ -464,14 +444,17 @@ class _Run:
         }
 
     def usage(self) -> dict[str, Any]:
-        generated = self.generation.n_generated
+        n_prompt, generated = self.run.usage(self.state)
         return {
-            "input_tokens": self.n_prompt,
+            "input_tokens": n_prompt,
             # cached: the prompt tokens the previous response's context held already
-            "input_tokens_details": {"cached_tokens": self.cached, "cache_write_tokens": 0},
+            "input_tokens_details": {
+                "cached_tokens": self.run.request.held,
+                "cache_write_tokens": 0,
+            },
             "output_tokens": generated,
             "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": self.n_prompt + generated,
+            "total_tokens": n_prompt + generated,
         }
 
     # --- the stream ---
@@ -483,17 +466,17 @@ class _Run:
             return sse.event({"type": kind, "sequence_number": next(numbers), **fields}, kind)
 
         text_events = _TextEvents(self.message_id, event)
+        pieces = self.run.events()
         try:
             yield event("response.created", response=self.object("in_progress", []))
             yield event("response.in_progress", response=self.object("in_progress", []))
             # Text goes out as it comes; a call (under auto, once the format's opening marker
             # appears) and reasoning are held for their own items (answer.py).
-            for piece in self.generation.pieces():
-                for step in self.answer.feed(piece):
+            for _, _, steps in pieces:
+                for step in steps:
                     if step.kind == "text" and step.text:
                         yield from text_events.delta(step.text)
-            held = [e.text for e in self.answer.finish() if e.kind == "text" and e.text]
-            self.answer_finished = True
+            held = [e.text for e in self.run.finish(0) if e.kind == "text" and e.text]
             if held:
                 yield from text_events.delta("".join(held))
             response = self.finish()
@@ -515,6 +498,8 @@ class _Run:
             failed = self.object("failed", [])
             failed["error"] = {"code": "server_error", "message": failure.message}
             yield event("response.failed", response=failed)
+        finally:
+            pieces.close()
 
 
 class _TextEvents:

@@ -3,8 +3,8 @@
 A Responses request says the conversation as `input` (a string, or a list of items: messages,
 `function_call`s, `function_call_output`s, `reasoning`) and `instructions`; tools are flat
 (`{"type": "function", "name", "parameters"}`), the output format is `text.format`. Here they
-become chat messages, chat tools and a grammar for inference.py; what the model answers
-becomes output items (`message` with `output_text`, or `function_call`).
+become chat messages, chat tools and an output grammar for the pipeline (pipeline.py); what
+the model answers becomes output items (`message` with `output_text`, or `function_call`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llamay.grammar import Grammar
-from llamay.grammar.lazy import LazyGrammar
 from llamay.server import inference
 from llamay.server.answer import Answer
 from llamay.server.errors import ApiError
-from llamay.server.toolcalls import ToolFormat, call_grammar
 
 # Fields of the request that this server cannot honour: 400 rather than silently ignored.
 _UNSUPPORTED = {
@@ -59,15 +57,11 @@ class Request:
     # forced choice makes one call unless parallel_tool_calls is true
     parallel: bool = True
 
-    def grammar(self, fmt: ToolFormat) -> Grammar | LazyGrammar | None:
-        """Tools first, in the model's call format `fmt` (a forced call is a call; under auto
-        a lazy grammar waits for the format's opening marker), then the text format."""
+    def output_grammar(self) -> Grammar | None:
+        """The grammar of `text.format` (json_object, json_schema), unless tools are offered:
+        then the pipeline holds the answer to the tools' calls instead (pipeline.start)."""
         if self.chat_tools:
-            if self.choice is None:
-                return None
-            return call_grammar(
-                fmt, self.chat_tools, self.choice, self.named, parallel=self.parallel
-            )
+            return None
         kind = self.text_format.get("type", "text")
         return inference.json_grammar(kind, self.text_format.get("schema"))
 

@@ -61,3 +61,18 @@ def test_a_callers_context_holds_one_prompt(model):
             pipeline.start(request)
     finally:
         context.close()
+
+
+def test_a_prompt_read_before_the_run_is_the_one_it_runs(model):
+    # The Responses API reads the prompt first (to cut its stored context back to what the
+    # two share), then starts the request: the template is rendered once, not twice.
+    request = pipeline.GenerationRequest(
+        model, [{"role": "user", "content": "Say hi."}], sampling=GREEDY
+    )
+    ids = request.prompt_ids()
+    run = pipeline.start(request)
+    try:
+        assert run.prompts is ids
+        assert answered(run)
+    finally:
+        run.release()

@@ -93,10 +93,17 @@ def test_a_request_in_the_chat_pipelines_terms():
     assert request.sampling["max_tokens"] == 5
     assert request.store is True and request.stream is False
     assert request.echo["metadata"] == {"k": "v"}
-    assert request.grammar(JSON) is not None
-    # tool_choice none: the tools are not offered (not in the prompt, no grammar).
-    unoffered = read_request({"model": "m", "input": "Hi", "tools": [TOOL], "tool_choice": "none"})
-    assert unoffered.chat_tools is None and unoffered.grammar(JSON) is None
+    # offered tools hold the answer to their calls (the pipeline's grammar), not text.format
+    assert request.output_grammar() is None
+    # tool_choice none: the tools are not offered (not in the prompt, no grammar) and
+    # text.format holds the answer instead.
+    text_format = {"format": {"type": "json_schema", "name": "x", "schema": TOOL["parameters"]}}
+    unoffered = read_request(
+        {"model": "m", "input": "Hi", "tools": [TOOL], "tool_choice": "none", "text": text_format}
+    )
+    assert unoffered.chat_tools is None and unoffered.output_grammar() is not None
+    plain = read_request({"model": "m", "input": "Hi", "tools": [TOOL], "tool_choice": "none"})
+    assert plain.output_grammar() is None
 
 
 @pytest.mark.parametrize(
