@@ -255,8 +255,8 @@ static inline int llamay_streams_rows(const llamay_weight *w, int n_tokens) {
 /* A decode step reads each weight byte once. Left to themselves, the hardware prefetchers of
    the (virtual) machines measured keep too few lines in flight to overlap those loads with the
    arithmetic: a kernel asks, as it starts on `bytes` of weights at p, for the bytes
-   LLAMAY_PREFETCH_AHEAD further on (weights are laid out in the order they are read).
-   `python bench/bench_matmul.py --model llama-1b-Q4_K_M.gguf`: 14.5 -> 16.5 GB/s, 1 thread. */
+   LLAMAY_PREFETCH_AHEAD further on (weights are laid out in the order they are read). See
+   docs/performance.md, "Models of real shapes". */
 #define LLAMAY_PREFETCH_AHEAD 12288
 
 static inline void llamay_prefetch_ahead(const uint8_t *p, size_t bytes) {
