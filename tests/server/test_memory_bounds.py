@@ -38,7 +38,9 @@ def test_an_unloaded_model_that_contexts_hold_is_taken_back_not_loaded_again(
         assert made.status_code == 201, made.text
         contexts.append(made.json()["id"])
         unloaded = httpx.post(
-            running.url("/api/generate"), json={"model": running.model, "keep_alive": 0}
+            running.url("/api/generate"),
+            json={"model": running.model, "keep_alive": 0},
+            timeout=120,
         )
         assert unloaded.json()["done_reason"] == "unload"
         held = memory(running)
@@ -157,7 +159,8 @@ def held_pages(server) -> int:
 def test_a_whole_answer_whose_client_left_is_cancelled(server, path):
     """Not streamed, so nothing is written until the end: the generation ran on to max_tokens
     for no one. Now it is cancelled within a moment, and its pages freed."""
-    assert httpx.post(server.url("/api/generate"), json={"model": server.model}).status_code == 200
+    loaded = httpx.post(server.url("/api/generate"), json={"model": server.model}, timeout=120)
+    assert loaded.status_code == 200
     baseline, before = held_pages(server), generated_tokens(server)
     if path == "/v1/completions":
         body = {"model": server.model, "prompt": "Once", "max_tokens": 1000, "temperature": 1}
