@@ -71,18 +71,23 @@ def kv_values(view: np.ndarray, dtype: str) -> np.ndarray:
 
 @pytest.mark.parametrize("dtype", ["F16", "F32", "Q8_0"])
 @pytest.mark.parametrize("kernels", SIMD_SETS)
-def test_attention_matches_the_reference_bit_for_bit(dtype, kernels):
-    arena = kv_arena(dtype, 16)
-    pages = np.arange(4, dtype=np.int32)
+# head_dim 96 leaves a part-filled group of four chunks; page 64 is the engine's page
+@pytest.mark.parametrize("head_dim, page_tokens", [(32, 16), (96, 64), (128, 32), (256, 16)])
+def test_attention_matches_the_reference_bit_for_bit(dtype, kernels, head_dim, page_tokens):
+    arena = kv_arena(dtype, page_tokens, head_dim)
+    pages = np.arange(8, dtype=np.int32)
     fill(arena, pages)
+    last = 8 * page_tokens - 1
     for n_q, pos, window, softcap in [
         (1, 0, 0, 0.0),
         (4, 37, 0, 0.0),
         (10, 63, 20, 0.0),
         (3, 50, 0, 30.0),
         (2, 17, 5, 50.0),
+        (8, last, 0, 0.0),
+        (7, last - 3, 3 * page_tokens + 5, 0.0),
     ]:
-        q = (RNG.standard_normal((n_q, 32)) * 2).astype(np.float32)
+        q = (RNG.standard_normal((n_q, head_dim)) * 2).astype(np.float32)
         args = (arena, pages, 1, 1, q, pos, window, 0.3, softcap)
         assert np.array_equal(E.attention(*args, kernels), E.attention(*args, "reference"))
         sinks = values(n_q, 2.0)

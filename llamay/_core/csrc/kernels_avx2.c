@@ -7,6 +7,9 @@
 #define KERNELS_NAME "avx2"
 #define KERNELS_SET LLAMAY_KERNELS_AVX2
 #define KERNELS_TABLE llamay_kernels_avx2
+/* 16 ymm registers: one chunk of 16 outputs for each of at most four heads in the V loop */
+#define ATTENTION_V_CHUNKS 1
+#define ATTENTION_MAX_GROUP 4
 #include "vec16.h"
 #include "kernels_body.h"
 #else

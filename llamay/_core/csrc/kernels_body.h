@@ -162,16 +162,65 @@ static inline void prefetch_bytes(const unsigned char *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
 }
 
+/* x where lane j + i lies in j0 .. j1 - 1, `outside` elsewhere */
+static inline v16 visible_lanes(v16 x, int j, int j0, int j1, float outside) {
+    static const float lane[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const v16 at = v16_add(v16_load(lane), v16_set1((float)j));
+    x = v16_select(v16_lt(at, v16_set1((float)j0)), v16_set1(outside), x);
+    return v16_select(v16_lt(at, v16_set1((float)j1)), x, v16_set1(outside));
+}
+
+/* The lane sums of q.k for two query heads (q, q + D) and two K rows: each an FMA chain over the
+   chunks of 16 in order. Two by two, each chunk loaded feeds two products. */
+static inline void dot_2x2(const float *q, const float *k0, const float *k1, int D, v16 *h0,
+                           v16 *h1) {
+    v16 a00 = v16_zero(), a01 = v16_zero(), a10 = v16_zero(), a11 = v16_zero();
+    for (int d = 0; d < D; d += 16) {
+        const v16 x0 = v16_load(k0 + d), x1 = v16_load(k1 + d);
+        const v16 q0 = v16_load(q + d), q1 = v16_load(q + D + d);
+        a00 = v16_fma(q0, x0, a00);
+        a01 = v16_fma(q0, x1, a01);
+        a10 = v16_fma(q1, x0, a10);
+        a11 = v16_fma(q1, x1, a11);
+    }
+    h0[0] = a00, h0[1] = a01, h1[0] = a10, h1[1] = a11;
+}
+static inline void dot_1x2(const float *q, const float *k0, const float *k1, int D, v16 *h0) {
+    v16 a00 = v16_zero(), a01 = v16_zero();
+    for (int d = 0; d < D; d += 16) {
+        const v16 q0 = v16_load(q + d);
+        a00 = v16_fma(q0, v16_load(k0 + d), a00);
+        a01 = v16_fma(q0, v16_load(k1 + d), a01);
+    }
+    h0[0] = a00, h0[1] = a01;
+}
+
+/* How many 16-element chunks of each head's output the V loop keeps in registers, and the
+   largest group of query heads a call takes: a set with 16 vector registers (AVX2) spills with
+   more. Neither changes a result: each output element is summed in position order whatever the
+   chunking, and each head's result is the same in any group. */
+#ifndef ATTENTION_V_CHUNKS
+#define ATTENTION_V_CHUNKS 2
+#endif
+#ifndef ATTENTION_MAX_GROUP
+#define ATTENTION_MAX_GROUP 8
+#endif
+
 /* The tile loop, for K/V rows loaded by LOAD (fp32, fp16 or Q8_0), for `heads` query heads
 (a compile-time constant, so that the accumulators live in registers); head_dim a multiple of
-16; page_tokens a multiple of 16, at most 64. */
+16; page_tokens a multiple of 16, at most 64. Each K row is loaded once into fp32 `k` and read
+there by every head of the group; the next page's rows are asked for a row at a time, spread over
+the tile, not in one burst that would fill the line-fill buffers and stall. */
 #define ATTENTION_BODY(LOAD, heads)                                                                \
     const llamay_pages *kv = a->kv;                                                                \
     const int D = kv->head_dim, P = kv->page_tokens;                                               \
     const int first = a->window > 0 && a->pos - a->window + 1 > 0 ? a->pos - a->window + 1 : 0;    \
+    const int row_lines = (int)((kv->row_bytes + 63) / 64);                                        \
     float m[heads], l[heads], alpha[heads];                                                        \
-    float s[heads][64];                                                                            \
+    float s[heads][64 + 8];                                                                        \
+    float k[8 * D];                                                                                \
     memset(s, 0, sizeof s);                                                                        \
+    memset(k, 0, sizeof k);                                                                        \
     for (int h = 0; h < heads; h++) {                                                              \
         /* a sink is a score seen before any key: e^(sink - m) of it stays in the sum */           \
         m[h] = sinks != NULL ? sinks[h] : -INFINITY;                                               \
@@ -182,68 +231,86 @@ static inline void prefetch_bytes(const unsigned char *p, size_t bytes) {
         const int32_t page = a->page_table[tile];                                                  \
         const unsigned char *K = llamay_page_k(kv, page, a->layer, a->kv_head);                    \
         const unsigned char *V = llamay_page_v(kv, page, a->layer, a->kv_head);                    \
+        const unsigned char *next_K = NULL, *next_V = NULL;                                        \
         if (tile < a->pos / P) {                                                                   \
             const int32_t next = a->page_table[tile + 1];                                          \
-            const size_t bytes = (size_t)P * kv->row_bytes;                                        \
-            prefetch_bytes(llamay_page_k(kv, next, a->layer, a->kv_head), bytes);                  \
-            prefetch_bytes(llamay_page_v(kv, next, a->layer, a->kv_head), bytes);                  \
+            next_K = llamay_page_k(kv, next, a->layer, a->kv_head);                                \
+            next_V = llamay_page_v(kv, next, a->layer, a->kv_head);                                \
         }                                                                                          \
         const int base = tile * P;                                                                 \
         const int j0 = first > base ? first - base : 0;                                            \
         const int j1 = a->pos - base + 1 < P ? a->pos - base + 1 : P;                              \
-        /* scores q.k * scale, soft-capped: chunk c of 16 elements goes to accumulator c % 4       \
-           (four chains, for the FMA units' latency), then (a0 + a1) + (a2 + a3), then the         \
-           lanes' tree */                                                                          \
-        for (int j = j0; j < j1; j++) {                                                            \
-            v16 acc[heads][4];                                                                     \
-            for (int h = 0; h < heads; h++) {                                                      \
-                for (int c = 0; c < 4; c++) acc[h][c] = v16_zero();                                \
+        /* scores q.k * scale, soft-capped: lane sums over the chunks of 16 in order, then the     \
+           lanes' tree; eight rows at a time, so that eight trees are summed side by side */       \
+        for (int jb = j0; jb < j1; jb += 8) {                                                      \
+            const int rows = j1 - jb < 8 ? j1 - jb : 8;                                            \
+            for (int r = 0; r < rows; r++) {                                                       \
+                if (next_K != NULL) {                                                              \
+                    /* row jb + r of the next page */                                              \
+                    const size_t at = (size_t)(jb + r) * kv->row_bytes;                            \
+                    for (int line = 0; line < row_lines; line++) {                                 \
+                        __builtin_prefetch(next_K + at + 64 * line, 0, 3);                         \
+                        __builtin_prefetch(next_V + at + 64 * line, 0, 3);                         \
+                    }                                                                              \
+                }                                                                                  \
+                for (int d = 0; d < D; d += 16) {                                                  \
+                    v16_store(k + (size_t)r * D + d, LOAD(K, kv->row_bytes, jb + r, d));           \
+                }                                                                                  \
             }                                                                                      \
-            for (int d0 = 0; d0 < D; d0 += 64) {                                                   \
-                for (int c = 0; c < 4 && d0 + 16 * c < D; c++) {                                   \
-                    const int d = d0 + 16 * c;                                                     \
-                    const v16 k = LOAD(K, kv->row_bytes, j, d);                                    \
-                    for (int h = 0; h < heads; h++) {                                              \
-                        acc[h][c] = v16_fma(v16_load(q + (size_t)h * D + d), k, acc[h][c]);        \
+            /* rows past `rows` hold what an earlier block left: their trees land past j1 */       \
+            v16 sums[heads][8];                                                                    \
+            for (int h = 0; h < heads; h += 2) {                                                   \
+                for (int r = 0; r < 8; r += 2) {                                                   \
+                    const float *k0 = k + (size_t)r * D, *k1 = k0 + D;                             \
+                    if (heads == 1) {                                                              \
+                        dot_1x2(q, k0, k1, D, &sums[0][r]);                                        \
+                    } else {                                                                       \
+                        dot_2x2(q + (size_t)h * D, k0, k1, D, &sums[h][r], &sums[h + 1][r]);       \
                     }                                                                              \
                 }                                                                                  \
             }                                                                                      \
-            for (int h = 0; h < heads; h++) {                                                      \
-                const v16 sum = v16_add(v16_add(acc[h][0], acc[h][1]),                             \
-                                        v16_add(acc[h][2], acc[h][3]));                            \
-                s[h][j] = v16_tree(sum) * a->scale;                                                \
-            }                                                                                      \
+            /* s has 8 slots past the page for the rows past j1 */                                 \
+            for (int h = 0; h < heads; h++) v16_tree8(sums[h], a->scale, s[h] + jb);               \
         }                                                                                          \
         for (int h = 0; h < heads; h++) {                                                          \
             if (a->softcap != 0.0f) {                                                              \
                 softcap(s[h], P, a->softcap);                                                      \
             }                                                                                      \
-            /* the online softmax: rescale what came before by e^(m_old - m_new) */                \
-            float tile_max = s[h][j0];                                                             \
-            for (int j = j0 + 1; j < j1; j++) tile_max = s[h][j] > tile_max ? s[h][j] : tile_max;  \
+            /* the online softmax: rescale what came before by e^(m_old - m_new); the tile's       \
+               probabilities are summed chunk by chunk in lanes, then by the lanes' tree (lanes   \
+               outside j0 .. j1 - 1 count for neither the max nor the sum) */                     \
+            v16 top = v16_set1(-INFINITY);                                                         \
+            for (int j = 0; j < P; j += 16) {                                                      \
+                top = v16_max(top, visible_lanes(v16_load(s[h] + j), j, j0, j1, -INFINITY));       \
+            }                                                                                      \
+            const float tile_max = v16_hmax(top);                                                  \
             const float m_new = tile_max > m[h] ? tile_max : m[h];                                 \
             alpha[h] = m[h] == -INFINITY ? 0.0f : exp_scalar(m[h] - m_new);                        \
             m[h] = m_new;                                                                          \
+            v16 total = v16_zero();                                                                \
             for (int j = 0; j < P; j += 16) {                                                      \
-                v16_store(s[h] + j, v16_exp(v16_sub(v16_load(s[h] + j), v16_set1(m_new))));        \
+                const v16 p = v16_exp(v16_sub(v16_load(s[h] + j), v16_set1(m_new)));               \
+                v16_store(s[h] + j, p);                                                            \
+                total = v16_add(total, visible_lanes(p, j, j0, j1, 0.0f));                         \
             }                                                                                      \
-            float tile_sum = 0.0f;                                                                 \
-            for (int j = j0; j < j1; j++) tile_sum += s[h][j];                                     \
-            l[h] = l[h] * alpha[h] + tile_sum;                                                     \
+            l[h] = l[h] * alpha[h] + v16_tree(total);                                              \
         }                                                                                          \
-        /* out = out * alpha + sum_j p_j v_j, each element in position order (two chunks of        \
-           16 at a time: independent chains) */                                                    \
-        for (int d = 0; d < D; d += 32) {                                                          \
-            v16 o[heads][2];                                                                       \
+        /* out = out * alpha + sum_j p_j v_j, each element in position order (chunks of 16,        \
+           ATTENTION_V_CHUNKS at a time: independent chains) */                                    \
+        enum { CHUNKS = ATTENTION_V_CHUNKS };                                                      \
+        for (int d = 0; d < D; d += 16 * CHUNKS) {                                                 \
+            v16 o[heads][CHUNKS];                                                                  \
             for (int h = 0; h < heads; h++) {                                                      \
-                o[h][1] = v16_zero(); /* unused where D - d is 16 */                               \
-                for (int c = 0; c < 2 && d + 16 * c < D; c++) {                                    \
-                    o[h][c] = v16_mul(v16_load(out + (size_t)h * D + d + 16 * c),                  \
-                                      v16_set1(alpha[h]));                                         \
+                for (int c = 0; c < CHUNKS; c++) {                                                 \
+                    o[h][c] = v16_zero(); /* unused past D */                                      \
+                    if (d + 16 * c < D) {                                                          \
+                        o[h][c] = v16_mul(v16_load(out + (size_t)h * D + d + 16 * c),              \
+                                          v16_set1(alpha[h]));                                     \
+                    }                                                                              \
                 }                                                                                  \
             }                                                                                      \
             for (int j = j0; j < j1; j++) {                                                        \
-                for (int c = 0; c < 2 && d + 16 * c < D; c++) {                                    \
+                for (int c = 0; c < CHUNKS && d + 16 * c < D; c++) {                               \
                     const v16 v = LOAD(V, kv->row_bytes, j, d + 16 * c);                           \
                     for (int h = 0; h < heads; h++) {                                              \
                         o[h][c] = v16_fma(v16_set1(s[h][j]), v, o[h][c]);                          \
@@ -251,7 +318,7 @@ static inline void prefetch_bytes(const unsigned char *p, size_t bytes) {
                 }                                                                                  \
             }                                                                                      \
             for (int h = 0; h < heads; h++) {                                                      \
-                for (int c = 0; c < 2 && d + 16 * c < D; c++) {                                    \
+                for (int c = 0; c < CHUNKS && d + 16 * c < D; c++) {                               \
                     v16_store(out + (size_t)h * D + d + 16 * c, o[h][c]);                          \
                 }                                                                                  \
             }                                                                                      \
@@ -292,6 +359,7 @@ static void attention(const llamay_attention *a) {
     const int D = a->kv->head_dim;
     int h0 = 0;
     for (int i = 0; i < 4; i++) {
+        if ((8 >> i) > ATTENTION_MAX_GROUP) continue;
         const int size = 8 >> i;
         for (; a->n_q - h0 >= size; h0 += size) {
             const float *q = a->q + (size_t)h0 * D;

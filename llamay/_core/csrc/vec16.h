@@ -81,6 +81,10 @@ V16_INLINE float v16_tree(v16 a) {
     for (int i = 0; i < 8; i++) s[i] = a.f[i] + a.f[i + 8];
     return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
 }
+/* out[r] = v16_tree(x[r]) * scale for eight vectors */
+V16_INLINE void v16_tree8(const v16 *x, float scale, float *out) {
+    for (int r = 0; r < 8; r++) out[r] = v16_tree(x[r]) * scale;
+}
 V16_INLINE float v16_hmax(v16 a) {
     float m = a.f[0];
     for (int i = 1; i < 16; i++) m = a.f[i] > m ? a.f[i] : m;
@@ -173,6 +177,25 @@ V16_INLINE float v16_tree(v16 a) {
     const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
+/* out[r] = v16_tree(x[r]) * scale for eight vectors, the same additions done on eight lanes at once:
+   h = lo + hi per vector; then the 128-bit halves of row pairs (r, r + 4) added, lane i of each
+   half to lane i + 4; then lanes (i, i + 2) and last (0, 1), transposed into row order. */
+V16_INLINE void v16_tree8(const v16 *x, float scale, float *out) {
+    __m256 h[8], s[4];
+    for (int r = 0; r < 8; r++) h[r] = _mm256_add_ps(x[r].lo, x[r].hi);
+    for (int r = 0; r < 4; r++) { /* [h_r lanes 0-3 + 4-7 | h_r+4 lanes 0-3 + 4-7] */
+        s[r] = _mm256_add_ps(_mm256_permute2f128_ps(h[r], h[r + 4], 0x20),
+                             _mm256_permute2f128_ps(h[r], h[r + 4], 0x31));
+    }
+    /* [t0 of r, t1 of r, t0 of r+1, t1 of r+1 | the same for r+4, r+5], t_i = s_i + s_i+2 */
+    const __m256 t01 = _mm256_add_ps(_mm256_shuffle_ps(s[0], s[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm256_shuffle_ps(s[0], s[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m256 t23 = _mm256_add_ps(_mm256_shuffle_ps(s[2], s[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm256_shuffle_ps(s[2], s[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m256 sums = _mm256_add_ps(_mm256_shuffle_ps(t01, t23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                      _mm256_shuffle_ps(t01, t23, _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm256_storeu_ps(out, _mm256_mul_ps(sums, _mm256_set1_ps(scale)));
+}
 V16_INLINE float v16_hmax(v16 a) {
     float lanes[16];
     v16_store(lanes, a);
@@ -237,6 +260,10 @@ V16_INLINE float v16_tree(v16 a) {
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
     const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+/* out[r] = v16_tree(x[r]) * scale for eight vectors */
+V16_INLINE void v16_tree8(const v16 *x, float scale, float *out) {
+    for (int r = 0; r < 8; r++) out[r] = v16_tree(x[r]) * scale;
 }
 V16_INLINE float v16_hmax(v16 a) { return _mm512_reduce_max_ps(a); }
 
