@@ -2,7 +2,9 @@
 
 Every comparison is `np.array_equal`. Models: the gemma2 synth file (sliding window of 128
 on two layers, soft-caps, GQA) and a Qwen 2 synth file (biases, a second family), Q8_0 weights
-and F16 KV as users run them; the prompt is long enough to slide past the window.
+and F16 KV as users run them; the prompt is long enough to slide past the window. The Mistral
+synth file has one KV head for four query heads: a decode step there has fewer (token, KV
+head) pairs than threads, and threads split each pair's query heads.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pytest
 import llamay
 
 SYNTH = Path(__file__).parent.parent / "data" / "synth"
-MODELS = ["gemma2-Q8_0.gguf", "qwen2-Q8_0.gguf"]
+MODELS = ["gemma2-Q8_0.gguf", "qwen2-Q8_0.gguf", "mistral-Q8_0.gguf"]
 TEXT = (Path(__file__).parent.parent / "data" / "texts" / "gpl-2.txt").read_text()
 
 
@@ -37,6 +39,17 @@ def test_thread_counts_give_the_same_bits(path):
     logits = [whole(llamay.load(path, threads=t), prompt(llamay.load(path))) for t in (1, 2, 3)]
     assert np.array_equal(logits[0], logits[1])
     assert np.array_equal(logits[0], logits[2])
+
+
+def test_decode_steps_give_the_same_bits_at_every_thread_count(path):
+    def steps(threads: int) -> np.ndarray:
+        model = llamay.load(path, threads=threads)
+        with model.context() as ctx:
+            return np.concatenate([ctx.feed([t], all_logits=True) for t in prompt(model, 90)])
+
+    one = steps(1)
+    assert np.array_equal(steps(2), one)
+    assert np.array_equal(steps(3), one)
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -430,14 +430,16 @@ static void rope_and_store(const step *st, int il, int t) {
 
 /* Token t attends over its sequence's pages, every KV head in turn; then its output is
    quantized for the output projection. */
-/* Attention of token t's query heads that share KV head g, into the ATTN rows. A (token, KV
-   head) pair is the unit that threads split: its result is the same bits whichever thread
-   computes it, so a decode step (one token) uses every thread on a deep context without the
-   thread count touching a bit. */
-static void attend(const step *st, int il, int t, int g) {
+/* Attention of n_q of token t's query heads that share KV head g, from the group's head h0,
+   into the ATTN rows. A (token, KV head, heads) triple is the unit that threads split: each
+   head's result is the same bits whichever thread computes it and in whatever group, so a
+   decode step (one token) uses every thread on a deep context without the thread count
+   touching a bit. */
+static void attend(const step *st, int il, int t, int g, int h0, int n_q) {
     const llamay_model *m = st->m;
     const llamay_layer *l = &m->layers[il];
     const int D = m->head_dim, group = l->n_head / l->n_head_kv;
+    const int head = g * group + h0; /* the first query head of the unit */
     const float *q = st->s->f[Q] + (size_t)t * l->q.w.n_rows;
     float *out = st->s->f[ATTN] + (size_t)t * l->n_head * D;
     const llamay_attention a = {
@@ -445,16 +447,16 @@ static void attend(const step *st, int il, int t, int g) {
         .page_table = st->b->page_tables[t],
         .layer = il,
         .kv_head = g,
-        .n_q = group,
+        .n_q = n_q,
         /* an encoder's token sees its whole sequence: attention reads positions up to
            .pos, and reads nothing else of the query's position */
         .pos = m->bidirectional ? st->b->last_positions[t] : st->b->positions[t],
         .window = l->window,
         .scale = m->attn_scale,
         .softcap = m->attn_softcap,
-        .sinks = l->sinks != NULL ? l->sinks + (size_t)g * group : NULL,
-        .q = q + (size_t)g * group * D,
-        .out = out + (size_t)g * group * D,
+        .sinks = l->sinks != NULL ? l->sinks + head : NULL,
+        .q = q + (size_t)head * D,
+        .out = out + (size_t)head * D,
     };
     m->kernels->attention(&a);
 }
@@ -730,8 +732,19 @@ static void layer(const step *st, int il) {
 #pragma omp barrier
     MY_TOKENS(st, t) rope_and_store(st, il, t);
 #pragma omp barrier
-    const int n_kv = l->n_head_kv;
-    MY_ROWS(st, u, T * n_kv) attend(st, il, u / n_kv, u % n_kv);
+    /* fewer (token, KV head) pairs than threads (a decode step of a model with few KV heads):
+       each pair's query heads are split in parts, so that every thread has one */
+    const int n_kv = l->n_head_kv, group = l->n_head / n_kv;
+    int parts = 1;
+    while (T * n_kv * parts < st->n_threads && parts < group) parts++;
+    const int per_part = (group + parts - 1) / parts;
+    MY_ROWS(st, u, T * n_kv * parts) {
+        const int h0 = u % parts * per_part;
+        if (h0 < group) {
+            const int n_q = group - h0 < per_part ? group - h0 : per_part;
+            attend(st, il, u / parts / n_kv, u / parts % n_kv, h0, n_q);
+        }
+    }
 #pragma omp barrier
     MY_TOKENS(st, t) {
         quantize_row(st, &l->o.w, s->f[ATTN] + (size_t)t * l->n_head * st->m->head_dim, t);
