@@ -153,7 +153,7 @@ static inline v16 kv_load_q8_0(const unsigned char *rows, int64_t row_bytes, int
     uint16_t scale;
     memcpy(&scale, block, sizeof scale);
     return v16_mul(v16_load_i8((const int8_t *)block + 2 + d % 32),
-                   v16_set1(llamay_fp16_to_fp32_scalar(scale)));
+                   v16_set1(llamay_fp16_to_fp32(scale)));
 }
 
 /* A page's K (or V) rows of one head are contiguous, but the next page lies anywhere: the
