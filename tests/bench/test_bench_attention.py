@@ -1,0 +1,37 @@
+"""bench/bench_attention.py runs on a shape's KV layout and reports every kernel set asked for."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from llamay._core import kernels as E
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_attention.py"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def test_every_kernel_set_is_timed_at_the_depth_asked():
+    sets = E.kernel_sets()
+    done = run(
+        "--depth", "70", "--repeat", "1", "--kv-type", "q8_0", "--json", "--kernels", ",".join(sets)
+    )
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [row["kernels"] for row in rows] == sets
+    for row in rows:
+        assert (row["shape"], row["depth"], row["kv_type"]) == ("llama-1b", 70, "q8_0")
+        assert row["ms_per_step"] > 0 and row["kv_gb_per_s"] > 0
+
+
+def test_a_depth_of_zero_is_refused():
+    done = run("--depth", "0")
+    assert done.returncode == 2
+    assert "--depth and --repeat must be at least 1" in done.stderr
