@@ -156,14 +156,11 @@ static inline v16 kv_load_q8_0(const unsigned char *rows, int64_t row_bytes, int
                    v16_set1(llamay_fp16_to_fp32(scale)));
 }
 
-/* A page's K (or V) rows of one head are contiguous, but the next page lies anywhere: the
-   prefetchers cannot guess it, so a tile asks for the next tile's rows while it works. */
-static inline void prefetch_bytes(const unsigned char *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
-}
-
 /* x where lane j + i lies in j0 .. j1 - 1, `outside` elsewhere */
 static inline v16 visible_lanes(v16 x, int j, int j0, int j1, float outside) {
+    if (j >= j0 && j + 16 <= j1) {
+        return x; /* every lane: the whole of a tile in the middle of the context */
+    }
     static const float lane[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     const v16 at = v16_add(v16_load(lane), v16_set1((float)j));
     x = v16_select(v16_lt(at, v16_set1((float)j0)), v16_set1(outside), x);
@@ -209,8 +206,9 @@ static inline void dot_1x2(const float *q, const float *k0, const float *k1, int
 /* The tile loop, for K/V rows loaded by LOAD (fp32, fp16 or Q8_0), for `heads` query heads
 (a compile-time constant, so that the accumulators live in registers); head_dim a multiple of
 16; page_tokens a multiple of 16, at most 64. Each K row is loaded once into fp32 `k` and read
-there by every head of the group; the next page's rows are asked for a row at a time, spread over
-the tile, not in one burst that would fill the line-fill buffers and stall. */
+there by every head of the group. The next page lies anywhere, where the prefetchers cannot guess
+it: its rows are asked for a row at a time, spread over the tile, not in one burst that would fill
+the line-fill buffers and stall. */
 #define ATTENTION_BODY(LOAD, heads)                                                                \
     const llamay_pages *kv = a->kv;                                                                \
     const int D = kv->head_dim, P = kv->page_tokens;                                               \
