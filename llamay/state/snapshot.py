@@ -57,6 +57,7 @@ _META_TYPES = {
 }
 _LAYOUT = ("kv_dtype", "page_tokens", "n_layers", "n_kv_heads", "head_dim", "page_bytes")
 # Snapshots written before backends existed came from the CPU backend.
+# snapshots older than the determinism field were computed by the first CPU class
 _DEFAULT_BACKEND = {"backend": "cpu", "determinism": "cpu"}
 
 

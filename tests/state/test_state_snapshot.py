@@ -119,11 +119,13 @@ def test_a_newer_format_is_refused_saying_so(model, saved):
     refused(model, saved, SnapshotCorrupt, "format version 2 is newer than this llamay")
 
 
-def rewrite_meta(path: Path, **changes) -> None:
+def rewrite_meta(path: Path, drop: tuple[str, ...] = (), **changes) -> None:
     """Rewrites META with valid checksums, as a snapshot written elsewhere would be."""
     data = path.read_bytes()
     _, length, _ = struct.unpack_from("<4sQ32s", data, 16)
     meta = json.loads(data[60 : 60 + length]) | changes
+    for key in drop:
+        del meta[key]
     payload = json.dumps(meta).encode()
     header = struct.pack("<4sQ32s", b"META", len(payload), hashlib.sha256(payload).digest())
     path.write_bytes(data[:16] + header + payload + data[60 + length :])
@@ -240,14 +242,22 @@ def test_non_finite_kv_or_logits_are_refused(model, saved):
 
 def test_another_backends_snapshot_is_refused_naming_both(model, saved):
     reference = load(backend="reference")
-    refused(reference, saved, SnapshotMismatch, r"cpu backend \(determinism class 'cpu'\)")
+    refused(reference, saved, SnapshotMismatch, r"cpu backend \(determinism class 'cpu-2'\)")
     with pytest.raises(SnapshotMismatch, match="runs on the reference backend"):
         reference.restore(saved)
     data = saved.read_bytes()
     meta = json.loads(data[60 : 60 + struct.unpack_from("<4sQ", data, 16)[1]])
-    assert (meta["backend"], meta["determinism"]) == ("cpu", "cpu")
+    assert (meta["backend"], meta["determinism"]) == ("cpu", "cpu-2")
     rewrite_meta(saved, backend="cuda", determinism="cuda-sm90")
     refused(model, saved, SnapshotMismatch, "cuda backend")
+
+
+def test_a_snapshot_of_an_older_cpu_arithmetic_is_refused(model, saved):
+    """A build before the attention rework wrote class 'cpu', and one older still no class."""
+    rewrite_meta(saved, determinism="cpu")
+    refused(model, saved, SnapshotMismatch, r"determinism class 'cpu'\).*class 'cpu-2'")
+    rewrite_meta(saved, drop=("determinism",))
+    refused(model, saved, SnapshotMismatch, r"determinism class 'cpu'\).*class 'cpu-2'")
 
 
 def test_a_deeply_nested_note_is_refused_not_a_crash(model, saved):
