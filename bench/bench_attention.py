@@ -7,7 +7,8 @@ bytes it reads, for each kernel set the machine runs. Threads are the engine's b
 this script's: it calls the kernel from one thread, as one unit of the engine's split.
 
     python bench/bench_attention.py [--shape llama-1b] [--depth 4096] [--kv-type f16]
-                                    [--kernels best,avx2] [--repeat 5] [--json]
+                                    [--page-tokens 32] [--kernels reference,avx2] [--repeat 5]
+                                    [--json]
 """
 
 from __future__ import annotations
@@ -25,17 +26,17 @@ from gguf import quants as gguf_quants
 
 from llamay._core import kernels as E
 from llamay._core.pages import PageMemory
+from llamay.state.layout import KV_TYPES, PAGE_TOKENS, KVLayout
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import SHAPES
 
-PAGE_TOKENS = 64  # the engine's default page
-DTYPES = {"f16": "F16", "f32": "F32", "q8_0": "Q8_0"}
 
-
-def filled_pages(shape, depth: int, dtype: str, rng: np.random.Generator) -> PageMemory:
-    n_pages = depth // PAGE_TOKENS + 1
-    memory = PageMemory(shape.n_layer, shape.n_head_kv, shape.head_dim, PAGE_TOKENS, dtype, n_pages)
+def filled_pages(
+    shape, depth: int, page_tokens: int, dtype: str, rng: np.random.Generator
+) -> PageMemory:
+    n_pages = depth // page_tokens + 1
+    memory = PageMemory(shape.n_layer, shape.n_head_kv, shape.head_dim, page_tokens, dtype, n_pages)
     for page in range(n_pages):
         for layer in range(shape.n_layer):
             for view in (memory.k_view(page, layer), memory.v_view(page, layer)):
@@ -62,7 +63,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", default="llama-1b", choices=sorted(SHAPES))
     parser.add_argument("--depth", type=int, default=4096, help="positions in the context")
-    parser.add_argument("--kv-type", default="f16", choices=sorted(DTYPES))
+    parser.add_argument("--kv-type", default="f16", choices=[t.lower() for t in KV_TYPES])
+    parser.add_argument(
+        "--page-tokens",
+        type=int,
+        default=KVLayout.page_tokens,
+        choices=PAGE_TOKENS,
+        help="positions a page (the engine's default unless given)",
+    )
     parser.add_argument(
         "--kernels", default=",".join(E.kernel_sets()), help="comma-separated kernel sets"
     )
@@ -71,14 +79,17 @@ def main() -> None:
     args = parser.parse_args()
     if args.depth < 1 or args.repeat < 1:
         parser.error("--depth and --repeat must be at least 1")
+    unknown = set(args.kernels.split(",")) - {"best", *E.kernel_sets()}
+    if unknown:
+        parser.error(f"unknown kernel sets {sorted(unknown)}; known: {', '.join(E.kernel_sets())}")
 
     shape = SHAPES[args.shape]
     rng = np.random.default_rng(0)
-    memory = filled_pages(shape, args.depth, DTYPES[args.kv_type], rng)
-    pages = rng.permutation(args.depth // PAGE_TOKENS + 1).astype(np.int32)
+    memory = filled_pages(shape, args.depth, args.page_tokens, args.kv_type.upper(), rng)
+    pages = rng.permutation(memory.n_pages).astype(np.int32)
     group = shape.n_head // shape.n_head_kv
     q = rng.standard_normal((group, shape.head_dim)).astype(np.float32)
-    kv_bytes = memory.page_bytes * args.depth / PAGE_TOKENS
+    kv_bytes = memory.page_bytes * args.depth / args.page_tokens
 
     rows = []
     for kernels in args.kernels.split(","):
@@ -93,6 +104,7 @@ def main() -> None:
                 "shape": shape.name,
                 "depth": args.depth,
                 "kv_type": args.kv_type,
+                "page_tokens": args.page_tokens,
                 "kernels": kernels,
                 "ms_per_step": round(1000 * seconds, 2),
                 "kv_gb_per_s": round(kv_bytes / seconds / 1e9, 2),
@@ -103,7 +115,8 @@ def main() -> None:
         return
     print(
         f"{shape.name} ({shape.like}): {shape.n_layer} layers x {shape.n_head_kv} KV heads of "
-        f"{shape.head_dim}, {group} query heads each; depth {args.depth}, {args.kv_type} KV"
+        f"{shape.head_dim}, {group} query heads each; depth {args.depth}, {args.kv_type} KV "
+        f"in pages of {args.page_tokens}"
     )
     print(f"{'kernels':<12}{'ms a step':>10}{'KV GB/s':>10}")
     for row in rows:

@@ -56,8 +56,8 @@ _META_TYPES = {
     "n_vocab": int,
 }
 _LAYOUT = ("kv_dtype", "page_tokens", "n_layers", "n_kv_heads", "head_dim", "page_bytes")
-# Snapshots written before backends existed came from the CPU backend.
-# snapshots older than the determinism field were computed by the first CPU class
+# Snapshots written before backends existed came from the CPU backend, in its first
+# determinism class.
 _DEFAULT_BACKEND = {"backend": "cpu", "determinism": "cpu"}
 
 

@@ -71,7 +71,7 @@ def kv_values(view: np.ndarray, dtype: str) -> np.ndarray:
 
 @pytest.mark.parametrize("dtype", ["F16", "F32", "Q8_0"])
 @pytest.mark.parametrize("kernels", SIMD_SETS)
-# head_dim 96 leaves a part-filled group of four chunks; page 64 is the engine's page
+# head_dim 96 leaves a part-filled group of four chunks; pages of 16, 32 and 64 positions
 @pytest.mark.parametrize("head_dim, page_tokens", [(32, 16), (96, 64), (128, 32), (256, 16)])
 def test_attention_matches_the_reference_bit_for_bit(dtype, kernels, head_dim, page_tokens):
     arena = kv_arena(dtype, page_tokens, head_dim)

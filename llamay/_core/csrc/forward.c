@@ -428,8 +428,6 @@ static void rope_and_store(const step *st, int il, int t) {
     }
 }
 
-/* Token t attends over its sequence's pages, every KV head in turn; then its output is
-   quantized for the output projection. */
 /* Attention of n_q of token t's query heads that share KV head g, from the group's head h0,
    into the ATTN rows. A (token, KV head, heads) triple is the unit that threads split: each
    head's result is the same bits whichever thread computes it and in whatever group, so a

@@ -357,8 +357,8 @@ static void attention(const llamay_attention *a) {
     const int D = a->kv->head_dim;
     int h0 = 0;
     for (int i = 0; i < 4; i++) {
-        if ((8 >> i) > ATTENTION_MAX_GROUP) continue;
         const int size = 8 >> i;
+        if (size > ATTENTION_MAX_GROUP) continue;
         for (; a->n_q - h0 >= size; h0 += size) {
             const float *q = a->q + (size_t)h0 * D;
             const float *sinks = a->sinks != NULL ? a->sinks + h0 : NULL;
