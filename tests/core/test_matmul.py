@@ -214,7 +214,7 @@ def test_batch_size_does_not_change_outputs(name, kernels):
         assert same_bits(batch, one_by_one[:n_tokens]), n_tokens
 
 
-@pytest.mark.parametrize("name", ["Q8_0", "Q5_0", "Q4_K", "Q6_K"])
+@pytest.mark.parametrize("name", ["Q8_0", "Q5_0", "Q4_K", "Q5_K", "Q6_K"])
 def test_a_matrix_too_big_for_the_caches_gives_the_same_bits_at_every_batch_size(name):
     # Past 16 MiB a decode step of up to 16 tokens reads the matrix a row at a time (the
     # output projection of a large vocabulary): it must agree with the tiled path and itself.
@@ -301,7 +301,7 @@ def test_rejects_what_it_cannot_multiply():
         mm.matmul(np.zeros(34, np.uint8), by_name("Q8_0").id, 1, 32, x, kernels="neon")
 
 
-@pytest.mark.parametrize("name", ["Q4_K", "Q6_K"])
+@pytest.mark.parametrize("name", ["Q4_K", "Q5_K", "Q6_K"])
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_k_quants_at_the_ends_of_their_integer_ranges(name, sign):
     """Every quant and scale at its largest, activations all at one end of int8 (-128 or
@@ -312,7 +312,7 @@ def test_k_quants_at_the_ends_of_their_integer_ranges(name, sign):
     if name == "Q6_K":
         block[-2 - 16 : -2] = 127  # the int8 scales at their largest; then d
     half = np.array([0.01], dtype=np.float16).view(np.uint8)
-    if name == "Q4_K":
+    if name in ("Q4_K", "Q5_K"):
         block[0:2] = block[2:4] = half  # d and dmin
     else:
         block[-2:] = half

@@ -2,6 +2,7 @@
    of ggml_types.h), activation quantization, and the OpenMP convenience wrapper. The kernels
    live in matmul_ref.c (the definition of every result), matmul_avx2.c and matmul_avx512.c
    (whose tiling drivers are matmul_driver.h). */
+#include <stddef.h>
 #include <string.h>
 
 #include <omp.h>
@@ -98,21 +99,32 @@ size_t llamay_packed_bytes(const llamay_weight *w) {
 
 /* ---- packing the K-quants, eight rows interleaved ---- */
 
-/* Q4_K row `lane` of a group: its super-block x into the group's block g */
-static void pack_kx8_q4_K(const block_q4_K *x, int lane, uint8_t *g) {
-    memcpy(g + 2 * lane, &x->d, 2);
-    memcpy(g + 16 + 2 * lane, &x->dmin, 2);
+/* Q4_K's or Q5_K's row `lane` of a group: its super-block (which both begin with d, dmin and
+   the twelve bytes of scales and mins), with its nibbles qs and (Q5_K, else NULL) fifth bits
+   qh, into the group's block g */
+_Static_assert(offsetof(block_q4_K, scales) == 4 && offsetof(block_q5_K, scales) == 4,
+               "Q4_K and Q5_K begin with d, dmin and the scales");
+
+static void pack_kx8_q4_K(const uint8_t *block, const uint8_t *qs, const uint8_t *qh, int lane,
+                          uint8_t *g) {
+    memcpy(g + 2 * lane, block, 2);
+    memcpy(g + 16 + 2 * lane, block + 2, 2);
     for (int j = 0; j < 8; j++) {
         int scale, min;
-        llamay_q4_K_scale_min(x->scales, j, &scale, &min);
+        llamay_q4_K_scale_min(block + 4, j, &scale, &min);
         g[LLAMAY_KX8_Q4_K_SCALES + 16 * (j / 2) + 2 * lane + j % 2] = (uint8_t)scale;
         g[LLAMAY_KX8_Q4_K_MINS + 16 * (j / 2) + 2 * lane + j % 2] = (uint8_t)min;
     }
     for (int e = 0; e < 256; e++) {
-        /* the file: qs[32 (e / 64) + e % 32], low nibble for e % 64 < 32 */
-        const uint8_t q = (x->qs[32 * (e / 64) + e % 32] >> (4 * ((e % 64) / 32))) & 0xF;
+        /* the file: qs[32 (e / 64) + e % 32], low nibble for e % 64 < 32; qh[e % 32] bit e / 32 */
+        const uint8_t q = (qs[32 * (e / 64) + e % 32] >> (4 * ((e % 64) / 32))) & 0xF;
         const int c = e / 8, i = e % 4, high = (e % 8) / 4;
         g[LLAMAY_KX8_Q4_K_QUANTS + 32 * c + 4 * lane + i] |= (uint8_t)(q << (4 * high));
+        if (qh != NULL) {
+            const int fifth = (qh[e % 32] >> (e / 32)) & 1;
+            g[LLAMAY_KX8_Q5_K_FIFTH + 32 * (c / 4) + 4 * lane + i] |=
+                (uint8_t)(fifth << (c % 4 + 4 * high));
+        }
     }
 }
 
@@ -141,7 +153,7 @@ static void pack_kx8_q6_K(const block_q6_K *x, int lane, uint8_t *g) {
    and of each scale pair, and 4 bytes of each 32-byte chunk. */
 static void clear_kx8_lane(int type, int lane, uint8_t *g) {
     const int block_bytes = llamay_kx8_block_bytes(type);
-    const int chunks_from = type == LLAMAY_TYPE_Q4_K ? LLAMAY_KX8_Q4_K_QUANTS : LLAMAY_KX8_Q6_K_LOW;
+    const int chunks_from = type == LLAMAY_TYPE_Q6_K ? LLAMAY_KX8_Q6_K_LOW : LLAMAY_KX8_Q4_K_QUANTS;
     for (int at = 0; at < chunks_from; at += 16) {
         memset(g + at + 2 * lane, 0, 2);
     }
@@ -160,10 +172,15 @@ static void pack_kx8_row(const llamay_weight *w, uint8_t *packed, int r) {
             continue;
         }
         const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+        const int lane = r % LLAMAY_KX8_ROWS;
         if (w->type == LLAMAY_TYPE_Q4_K) {
-            pack_kx8_q4_K((const block_q4_K *)row + b, r % LLAMAY_KX8_ROWS, g);
+            const block_q4_K *x = (const block_q4_K *)row + b;
+            pack_kx8_q4_K((const uint8_t *)x, x->qs, NULL, lane, g);
+        } else if (w->type == LLAMAY_TYPE_Q5_K) {
+            const block_q5_K *x = (const block_q5_K *)row + b;
+            pack_kx8_q4_K((const uint8_t *)x, x->qs, x->qh, lane, g);
         } else {
-            pack_kx8_q6_K((const block_q6_K *)row + b, r % LLAMAY_KX8_ROWS, g);
+            pack_kx8_q6_K((const block_q6_K *)row + b, lane, g);
         }
     }
 }

@@ -355,14 +355,11 @@ typedef struct {
 INLINE int offset256(int type) {
     switch (type) {
     case LLAMAY_TYPE_Q3_K: return 4;
-    case LLAMAY_TYPE_Q6_K: return 32;
     default: return 0;
     }
 }
 
-INLINE int has_min256(int type) {
-    return type == LLAMAY_TYPE_Q2_K || type == LLAMAY_TYPE_Q4_K || type == LLAMAY_TYPE_Q5_K;
-}
+INLINE int has_min256(int type) { return type == LLAMAY_TYPE_Q2_K; }
 
 /* sixteen int16 scales, one per 16 elements -> for each 32 elements [scale x8 | next x8] */
 INLINE void scales_per16(__m256i sc16, __m256i sc[8]) {
@@ -380,23 +377,6 @@ INLINE void scales_per32(__m256i v, __m256i sc[8]) {
         const __m256i pair = _mm256_permutevar8x32_epi32(v, _mm256_set1_epi32(k / 2));
         sc[k] = _mm256_shuffle_epi8(pair, k % 2 ? odd : even);
     }
-}
-
-/* int16 lanes 0-7 of v, one per 32 elements -> one per 16 elements */
-INLINE __m256i per32_to_per16(__m128i v) {
-    return _mm256_setr_m128i(_mm_unpacklo_epi16(v, v), _mm_unpackhi_epi16(v, v));
-}
-
-/* Q4_K/Q5_K: the eight 6-bit scales (bytes 0-7) and mins (bytes 8-15), as ggml unpacks them */
-INLINE __m128i q4_K_scales_mins(const uint8_t *packed) {
-    uint32_t u[3];
-    memcpy(u, packed, sizeof u);
-    const uint32_t six = 0x3f3f3f3f, low4 = 0x0f0f0f0f, two = 0x03030303;
-    const uint32_t scales_low = u[0] & six, mins_low = u[1] & six;
-    const uint32_t scales_high = (u[2] & low4) | (((u[0] >> 6) & two) << 4);
-    const uint32_t mins_high = ((u[2] >> 4) & low4) | (((u[1] >> 6) & two) << 4);
-    return _mm_set_epi64x((long long)(((uint64_t)mins_high << 32) | mins_low),
-                          (long long)(((uint64_t)scales_high << 32) | scales_low));
 }
 
 INLINE __m256i q3_K_scales(const uint8_t *packed) {
@@ -443,56 +423,8 @@ INLINE __m256i where_bit(__m256i b, int bit, int value) {
 }
 
 INLINE void load_super256(int type, const uint8_t *row, int b, super256 *S) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(3);
+    const __m256i low2 = _mm256_set1_epi8(3);
     switch (type) {
-    case LLAMAY_TYPE_Q4_K:
-    case LLAMAY_TYPE_Q5_K: {
-        const uint8_t *scales, *qs;
-        uint16_t d, dmin;
-        if (type == LLAMAY_TYPE_Q4_K) {
-            const block_q4_K *x = (const block_q4_K *)row + b;
-            scales = x->scales, qs = x->qs, d = x->d, dmin = x->dmin;
-        } else {
-            const block_q5_K *x = (const block_q5_K *)row + b;
-            scales = x->scales, qs = x->qs, d = x->d, dmin = x->dmin;
-        }
-        const __m128i scales_mins = q4_K_scales_mins(scales);
-        scales_per32(_mm256_cvtepu8_epi16(scales_mins), S->sc);
-        S->mins = per32_to_per16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(scales_mins, scales_mins)));
-        for (int c = 0; c < 4; c++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-            S->w[2 * c] = _mm256_and_si256(q, low4);
-            S->w[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-        }
-        if (type == LLAMAY_TYPE_Q5_K) {
-            const block_q5_K *x = (const block_q5_K *)row + b;
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)x->qh);
-            for (int j = 0; j < 8; j++) {
-                S->w[j] = _mm256_or_si256(S->w[j], where_bit(qh, j, 16));
-            }
-        }
-        S->d = llamay_fp16_to_fp32(d);
-        S->dmin = llamay_fp16_to_fp32(dmin);
-        break;
-    }
-    case LLAMAY_TYPE_Q6_K: {
-        const block_q6_K *x = (const block_q6_K *)row + b;
-        for (int half = 0; half < 2; half++) {
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * half));
-            for (int q = 0; q < 4; q++) { /* quarter q: ql[l + 32 (q % 2)], nibble q / 2 */
-                const uint8_t *low_bits = x->ql + 64 * half + 32 * (q % 2);
-                const __m256i ql = _mm256_loadu_si256((const __m256i *)low_bits);
-                const __m256i low = _mm256_and_si256(q / 2 ? _mm256_srli_epi16(ql, 4) : ql, low4);
-                const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * q), low2);
-                S->w[4 * half + q] = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
-            }
-        }
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
-        scales_per16(sc16, S->sc);
-        S->corr = sc16;
-        S->d = llamay_fp16_to_fp32(x->d);
-        break;
-    }
     case LLAMAY_TYPE_Q2_K: {
         const block_q2_K *x = (const block_q2_K *)row + b;
         for (int chunk = 0; chunk < 2; chunk++) {

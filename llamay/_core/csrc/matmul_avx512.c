@@ -378,7 +378,6 @@ INLINE int offset256(int type) {
     case LLAMAY_TYPE_TQ1_0:
     case LLAMAY_TYPE_TQ2_0: return 1;
     case LLAMAY_TYPE_Q3_K: return 4;
-    case LLAMAY_TYPE_Q6_K: return 32;
     case LLAMAY_TYPE_IQ4_XS: return 128;
     default: return 0;
     }
@@ -497,9 +496,7 @@ INLINE void tq1_0_digits(const block_tq1_0 *x, uint8_t digits[256]) {
     }
 }
 
-INLINE int has_min256(int type) {
-    return type == LLAMAY_TYPE_Q2_K || type == LLAMAY_TYPE_Q4_K || type == LLAMAY_TYPE_Q5_K;
-}
+INLINE int has_min256(int type) { return type == LLAMAY_TYPE_Q2_K; }
 
 /* int16 scales, one per 16 elements -> four vectors of int16 pairs: vector k covers elements
    64k..64k+63, whose 128-bit lane i holds the pairs of sub-block 4k + i */
@@ -533,20 +530,6 @@ INLINE __m256i per32_to_per16(__m256i v, int first) {
     return _mm256_permutexvar_epi16(index, v);
 }
 
-/* Q4_K/Q5_K: the eight 6-bit scales (int16 lanes 0-7) and mins (lanes 8-15), unpacked with
-   32-bit arithmetic as ggml does, so that nothing goes through memory */
-INLINE __m256i q4_K_scales_mins(const uint8_t *packed) {
-    uint32_t u[3];
-    memcpy(u, packed, sizeof u);
-    const uint32_t six = 0x3f3f3f3f, low4 = 0x0f0f0f0f, two = 0x03030303;
-    const uint32_t scales_low = u[0] & six, mins_low = u[1] & six;
-    const uint32_t scales_high = (u[2] & low4) | (((u[0] >> 6) & two) << 4);
-    const uint32_t mins_high = ((u[2] >> 4) & low4) | (((u[1] >> 6) & two) << 4);
-    const __m128i bytes = _mm_set_epi64x(((uint64_t)mins_high << 32) | mins_low,
-                                         ((uint64_t)scales_high << 32) | scales_low);
-    return _mm256_cvtepu8_epi16(bytes);
-}
-
 /* Q3_K: the sixteen scales, minus 32, as int16 */
 INLINE __m256i q3_K_scales(const uint8_t *packed) {
     uint32_t u[3];
@@ -575,15 +558,6 @@ INLINE __m128i iq4_xs_scales(const block_iq4_xs *x) {
     return _mm_sub_epi16(scales, _mm_set1_epi16(32));
 }
 
-/* Q4_K/Q5_K: 64 nibbles -> elements [lo of 32 bytes | hi of the same 32 bytes], twice */
-INLINE void nibbles_k(const uint8_t *qs, __m512i *e0, __m512i *e1) {
-    const __m512i z = _mm512_loadu_si512(qs);
-    const __m512i lo = _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), _mm512_set1_epi8(0x0F));
-    *e0 = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
-    *e1 = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
-}
-
 /* [q | q >> 2] (16-bit shifts: each byte's bits stay its own up to its top two) */
 INLINE __m512i with_shifted2(__m256i q) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 2), 1);
@@ -608,52 +582,6 @@ INLINE __mmask64 bit_pair(__m256i b, int bit) {
 
 INLINE void load_super256(int type, const uint8_t *row, int b, super256 *S) {
     switch (type) {
-    case LLAMAY_TYPE_Q4_K:
-    case LLAMAY_TYPE_Q5_K: {
-        const uint8_t *scales, *qs;
-        uint16_t d, dmin;
-        if (type == LLAMAY_TYPE_Q4_K) {
-            const block_q4_K *x = (const block_q4_K *)row + b;
-            scales = x->scales, qs = x->qs, d = x->d, dmin = x->dmin;
-        } else {
-            const block_q5_K *x = (const block_q5_K *)row + b;
-            scales = x->scales, qs = x->qs, d = x->d, dmin = x->dmin;
-        }
-        const __m256i scales_mins = q4_K_scales_mins(scales);
-        scales_per32(scales_mins, 0, S->sc);
-        S->mins = per32_to_per16(scales_mins, 8);
-        nibbles_k(qs, &S->w[0], &S->w[1]);
-        nibbles_k(qs + 64, &S->w[2], &S->w[3]);
-        if (type == LLAMAY_TYPE_Q5_K) {
-            const block_q5_K *x = (const block_q5_K *)row + b;
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)x->qh);
-            for (int k = 0; k < 4; k++) { /* sub-blocks 2k, 2k + 1: bits 2k, 2k + 1 */
-                const __mmask64 high = bit_pair(qh, 2 * k);
-                S->w[k] = _mm512_mask_add_epi8(S->w[k], high, S->w[k], _mm512_set1_epi8(16));
-            }
-        }
-        S->d = llamay_fp16_to_fp32(d);
-        S->dmin = llamay_fp16_to_fp32(dmin);
-        break;
-    }
-    case LLAMAY_TYPE_Q6_K: {
-        const block_q6_K *x = (const block_q6_K *)row + b;
-        for (int half = 0; half < 2; half++) {
-            const __m512i ql = _mm512_loadu_si512(x->ql + 64 * half);
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * half));
-            const __m512i h = with_shifted2(qh);
-            const __m512i mask4 = _mm512_set1_epi8(0x0F), mask_high = _mm512_set1_epi8(0x30);
-            S->w[2 * half] = _mm512_or_si512(_mm512_and_si512(ql, mask4),
-                                             _mm512_and_si512(_mm512_slli_epi16(h, 4), mask_high));
-            S->w[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), mask4),
-                                                 _mm512_and_si512(h, mask_high));
-        }
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
-        scales_per16(sc16, S->sc);
-        S->corr = _mm256_mullo_epi16(sc16, _mm256_set1_epi16((short)-offset256(type)));
-        S->d = llamay_fp16_to_fp32(x->d);
-        break;
-    }
     case LLAMAY_TYPE_Q2_K: {
         const block_q2_K *x = (const block_q2_K *)row + b;
         two_bit_codes(x->qs, S->w);

@@ -130,9 +130,9 @@ static inline uint64_t llamay_read_bits(const uint8_t *p, int first, int count) 
 }
 
 /* ---- packed weights of the K-quants: eight rows interleaved (KX8) ----
-   The SIMD kernels of Q4_K and Q6_K read a copy in which every group of eight rows is stored
-   super-block by super-block, the eight rows' blocks interleaved, so that a 32-bit SIMD lane
-   holds one row: a dot product accumulates the eight rows side by side, with no horizontal
+   The SIMD kernels of Q4_K, Q5_K and Q6_K read a copy in which every group of eight rows is
+   stored super-block by super-block, the eight rows' blocks interleaved, so that a 32-bit SIMD
+   lane holds one row: a dot product accumulates the eight rows side by side, with no horizontal
    sum per super-block, and the fp32 steps run with the rows as lanes. The integers and the
    fp32 operations are the reference's (matmul.h); only where the bytes lie changes.
 
@@ -144,6 +144,11 @@ static inline uint64_t llamay_read_bits(const uint8_t *p, int first, int count) 
      96  mins: the same layout
     160  quants: chunk c = 0..31 (elements 8c..8c+7): 32 bytes, row r at 4r..4r+3, byte i
          holding element 8c+i in its low nibble and element 8c+4+i in its high nibble
+   Q5_K (1440 bytes: the 8 x 176 of the file, scales and mins unpacked): Q4_K's 1184, then
+   1184  the fifth bits: sub-block j = 0..7 (chunks 4j..4j+3): 32 bytes, row r at 4r..4r+3,
+         byte i holding the fifth bit of element 8(4j + k) + i at bit k and of element
+         8(4j + k) + 4 + i at bit 4 + k, for k = 0..3 (each one 16-bit shift from bit 4, where
+         it joins its nibble)
    Q6_K (1680 bytes, as the file's 8 x 210):
       0  d[8]                   fp16
      16  scales: pair p = 0..7 (16-element sub-blocks 2p, 2p+1): 16 bytes, row r at 2r
@@ -156,16 +161,19 @@ static inline uint64_t llamay_read_bits(const uint8_t *p, int first, int count) 
 #define LLAMAY_KX8_ROWS 8
 
 static inline int llamay_is_kx8_type(int type) {
-    return type == LLAMAY_TYPE_Q4_K || type == LLAMAY_TYPE_Q6_K;
+    return type == LLAMAY_TYPE_Q4_K || type == LLAMAY_TYPE_Q5_K || type == LLAMAY_TYPE_Q6_K;
 }
 
 /* bytes of one super-block of a group of eight rows */
-static inline int llamay_kx8_block_bytes(int type) { return type == LLAMAY_TYPE_Q4_K ? 1184 : 1680; }
+static inline int llamay_kx8_block_bytes(int type) {
+    return type == LLAMAY_TYPE_Q4_K ? 1184 : type == LLAMAY_TYPE_Q5_K ? 1440 : 1680;
+}
 
 enum {
     LLAMAY_KX8_Q4_K_SCALES = 32,
     LLAMAY_KX8_Q4_K_MINS = 96,
     LLAMAY_KX8_Q4_K_QUANTS = 160,
+    LLAMAY_KX8_Q5_K_FIFTH = 1184, /* and the rest as Q4_K's */
     LLAMAY_KX8_Q6_K_SCALES = 16,
     LLAMAY_KX8_Q6_K_LOW = 144,
     LLAMAY_KX8_Q6_K_HIGH = 1168,

@@ -1,4 +1,5 @@
-/* Q4_K and Q6_K x Q8_K over the eight-row interleaved copy (KX8, matmul_kernels.h), in AVX2.
+/* Q4_K, Q5_K and Q6_K x Q8_K over the eight-row interleaved copy (KX8, matmul_kernels.h), in
+   AVX2.
 
    Included by matmul_avx2.c and matmul_avx512.c (every AVX-512 CPU runs AVX2: the same code,
    the same bits). A 32-bit lane is one of the eight rows of a group: a chunk of 32 weight bytes
@@ -10,8 +11,9 @@
    the min term, then the tree) run with the rows as SIMD lanes.
 
    The int16 sums never saturate: a Q4_K pair is at most 2 x 15 x 128 in magnitude, and one
-   sub-block's eight of them per lane sum to at most 30720; a Q6_K pair at most 2 x 63 x 128,
-   so its int16 sums are taken to int32 two pairs (one chunk) at a time, at most 32256.
+   sub-block's eight of them per lane (four chunks) sum to at most 30720; a Q5_K pair at most
+   2 x 31 x 128, so its int16 sums are taken to int32 two chunks at a time, at most 31744; a
+   Q6_K pair at most 2 x 63 x 128, taken to int32 one chunk at a time, at most 32256.
 
    Many tokens (prefill, or a decode step of several sequences) share each chunk as it is
    decoded, KX8_TOKENS at a time; every token's arithmetic is the same as alone. */
@@ -55,8 +57,85 @@ INLINE __m256i kx8_sum_pair(const int16_t *sums, int p, int per) {
     return _mm256_set1_epi32((int32_t)((uint32_t)(uint16_t)b0 | ((uint32_t)(uint16_t)b1 << 16)));
 }
 
+/* Q5_K: the fifth bits of chunk k (of a sub-block's four) at bit 4 of each byte, for its low
+   and its high nibbles (matmul_kernels.h: bits k and 4 + k; 16-bit shifts by constants, no bit
+   crossing into bit 4 of another byte) */
+INLINE __m256i kx8_fifth_low(__m256i f, int k) {
+    switch (k) {
+    case 0: return _mm256_slli_epi16(f, 4);
+    case 1: return _mm256_slli_epi16(f, 3);
+    case 2: return _mm256_slli_epi16(f, 2);
+    default: return _mm256_slli_epi16(f, 1);
+    }
+}
+
+INLINE __m256i kx8_fifth_high(__m256i f, int k) {
+    switch (k) {
+    case 0: return f;
+    case 1: return _mm256_srli_epi16(f, 1);
+    case 2: return _mm256_srli_epi16(f, 2);
+    default: return _mm256_srli_epi16(f, 3);
+    }
+}
+
+/* Q4_K: sub-block j's integer dots, times its scales, added into i1 (the int16 sums of its
+   four chunks, then one madd) */
+INLINE void kx8_q4_K_sub_block(const uint8_t *quants, const int8_t *const *x, const int nt, int j,
+                               __m256i scale, __m256i *i1) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256i sum16[KX8_TOKENS];
+    for (int t = 0; t < nt; t++) {
+        sum16[t] = _mm256_setzero_si256();
+    }
+    for (int c = 4 * j; c < 4 * j + 4; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(quants + 32 * c));
+        const __m256i lo = _mm256_and_si256(q, low4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+        for (int t = 0; t < nt; t++) {
+            const __m256i dl = _mm256_maddubs_epi16(lo, kx8_broadcast4(x[t] + 8 * c));
+            const __m256i dh = _mm256_maddubs_epi16(hi, kx8_broadcast4(x[t] + 8 * c + 4));
+            sum16[t] = _mm256_add_epi16(sum16[t], _mm256_add_epi16(dl, dh));
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        i1[t] = _mm256_add_epi32(i1[t], _mm256_madd_epi16(sum16[t], scale));
+    }
+}
+
+/* Q5_K: the same with each nibble's fifth bit joined at bit 4 (the int16 sums taken to int32
+   two chunks at a time) */
+INLINE void kx8_q5_K_sub_block(const uint8_t *quants, const uint8_t *fifths,
+                               const int8_t *const *x, const int nt, int j, __m256i scale,
+                               __m256i *i1) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    const __m256i fifth = _mm256_loadu_si256((const __m256i *)(fifths + 32 * j));
+    for (int half = 0; half < 2; half++) {
+        __m256i sum16[KX8_TOKENS];
+        for (int t = 0; t < nt; t++) {
+            sum16[t] = _mm256_setzero_si256();
+        }
+        for (int k = 2 * half; k < 2 * half + 2; k++) {
+            const int c = 4 * j + k;
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(quants + 32 * c));
+            const __m256i f_lo = _mm256_and_si256(kx8_fifth_low(fifth, k), bit4);
+            const __m256i f_hi = _mm256_and_si256(kx8_fifth_high(fifth, k), bit4);
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low4), f_lo);
+            const __m256i hi =
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), f_hi);
+            for (int t = 0; t < nt; t++) {
+                const __m256i dl = _mm256_maddubs_epi16(lo, kx8_broadcast4(x[t] + 8 * c));
+                const __m256i dh = _mm256_maddubs_epi16(hi, kx8_broadcast4(x[t] + 8 * c + 4));
+                sum16[t] = _mm256_add_epi16(sum16[t], _mm256_add_epi16(dl, dh));
+            }
+        }
+        for (int t = 0; t < nt; t++) {
+            i1[t] = _mm256_add_epi32(i1[t], _mm256_madd_epi16(sum16[t], scale));
+        }
+    }
+}
+
 /* The integer dot products of one super-block of the group with nt tokens' activations:
-   i1[t] (and, for Q4_K, i2[t] = -the min term), eight rows each. */
+   i1[t] (and, for Q4_K and Q5_K, i2[t] = -the min term), eight rows each. */
 INLINE void kx8_ints(int type, const uint8_t *g, const llamay_act_q *const *a, int b,
                      const int nt, __m256i *i1, __m256i *i2) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -65,7 +144,7 @@ INLINE void kx8_ints(int type, const uint8_t *g, const llamay_act_q *const *a, i
         x[t] = a[t]->qs + 256 * (size_t)b;
         i1[t] = _mm256_setzero_si256();
     }
-    if (type == LLAMAY_TYPE_Q4_K) {
+    if (type == LLAMAY_TYPE_Q4_K || type == LLAMAY_TYPE_Q5_K) {
         const uint8_t *quants = g + LLAMAY_KX8_Q4_K_QUANTS;
         for (int p = 0; p < 4; p++) {
             const __m256i pair = _mm256_cvtepu8_epi16(
@@ -73,23 +152,10 @@ INLINE void kx8_ints(int type, const uint8_t *g, const llamay_act_q *const *a, i
             for (int s = 0; s < 2; s++) {
                 const int j = 2 * p + s; /* sub-block: chunks 4j .. 4j+3 */
                 const __m256i scale = s ? kx8_second_of_pairs(pair) : kx8_first_of_pairs(pair);
-                __m256i sum16[KX8_TOKENS];
-                for (int t = 0; t < nt; t++) {
-                    sum16[t] = _mm256_setzero_si256();
-                }
-                for (int c = 4 * j; c < 4 * j + 4; c++) {
-                    const __m256i q = _mm256_loadu_si256((const __m256i *)(quants + 32 * c));
-                    const __m256i lo = _mm256_and_si256(q, low4);
-                    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-                    for (int t = 0; t < nt; t++) {
-                        const __m256i dl = _mm256_maddubs_epi16(lo, kx8_broadcast4(x[t] + 8 * c));
-                        const __m256i dh =
-                            _mm256_maddubs_epi16(hi, kx8_broadcast4(x[t] + 8 * c + 4));
-                        sum16[t] = _mm256_add_epi16(sum16[t], _mm256_add_epi16(dl, dh));
-                    }
-                }
-                for (int t = 0; t < nt; t++) {
-                    i1[t] = _mm256_add_epi32(i1[t], _mm256_madd_epi16(sum16[t], scale));
+                if (type == LLAMAY_TYPE_Q4_K) {
+                    kx8_q4_K_sub_block(quants, x, nt, j, scale, i1);
+                } else {
+                    kx8_q5_K_sub_block(quants, g + LLAMAY_KX8_Q5_K_FIFTH, x, nt, j, scale, i1);
                 }
             }
         }
@@ -171,7 +237,7 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
             const __m256 da = _mm256_set1_ps(a[t]->d[b]);
             __m256 s = _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(i1[t]),
                                        acc[t][lane]);
-            if (type == LLAMAY_TYPE_Q4_K) {
+            if (type != LLAMAY_TYPE_Q6_K) { /* Q4_K, Q5_K: the mins */
                 const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16)));
                 s = _mm256_fmadd_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(i2[t]), s);
             }
