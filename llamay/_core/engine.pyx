@@ -10,6 +10,8 @@ Kernel sets: 'reference' (plain C), 'avx2', 'avx512', or 'best' (the fastest com
 Every set gives the same bits; the matmul and the other kernels use the same set.
 """
 
+import mmap
+
 import numpy as np
 
 from libc.stdint cimport int32_t, uint8_t
@@ -82,6 +84,7 @@ cdef class Engine:
     cdef readonly str kernels
     cdef readonly size_t packed_bytes  # the huge-page region of the weight matrices
     cdef readonly size_t scratch_bytes
+    cdef size_t embd_file_bytes  # the token table's bytes where it is read from the file
     cdef list _keep  # the arrays the C descriptor points into
 
     def __cinit__(self, spec, PageMemory memory not None, int threads, int max_tokens,
@@ -185,6 +188,11 @@ cdef class Engine:
         self._pack()
         if spec.output.tensor is spec.token_embd and not c.output.w.packed_row_bytes:
             c.tok_embd = c.output.w.data  # tied, and copied as it is: read the copy
+        elif _file_mapped(spec.token_embd.data):
+            # Read from the file a row per token: a long prompt would leave tens of MB of the
+            # table resident beside its packed copy (tied) or for good (untied). Each step
+            # drops them again (the page cache keeps them).
+            self.embd_file_bytes = spec.token_embd.nbytes
         self.scratch_bytes = llamay_scratch_bytes(c, max_tokens)
         self.scratch = llamay_scratch_new(c, max_tokens)
         if self.scratch == NULL:
@@ -415,8 +423,20 @@ cdef class Engine:
                 batch.last_positions = &last[0]
             with nogil:
                 llamay_forward(&self.c, kv, self.scratch, &batch, self.threads)
+                if self.embd_file_bytes:
+                    llamay_release_file_pages(self.c.tok_embd, self.embd_file_bytes)
         finally:
             free(tables)
+
+
+def _file_mapped(array) -> bool:
+    """Whether array views a file's mapping (a GGUF tensor's bytes), not memory of its own."""
+    base = array
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    return isinstance(base, mmap.mmap)
 
 
 cdef llamay_batch _batch(int n, const int32_t *tokens, const int32_t *positions,

@@ -75,6 +75,7 @@ cdef extern from "weights.h" nogil:
     size_t llamay_copy_bytes(const llamay_weight *w)
     uint8_t *llamay_huge_alloc(size_t n)
     void llamay_copy_weight(llamay_weight *w, uint8_t *dest, int n_threads)
+    void llamay_release_file_pages(const uint8_t *p, size_t n)
 
 cdef extern from "forward.h" nogil:
     int LLAMAY_MAX_ROPES

@@ -78,6 +78,17 @@ INLINE __m256i kx8_fifth_high(__m256i f, int k) {
     }
 }
 
+/* Chunk c's products for each token, added into its int16 sums: lo and hi are the chunk's
+   weights of elements 8c + i and 8c + 4 + i (i = 0..3) in each row's four bytes */
+INLINE void kx8_chunk_pairs(__m256i lo, __m256i hi, const int8_t *const *x, const int nt, int c,
+                            __m256i *sum16) {
+    for (int t = 0; t < nt; t++) {
+        const __m256i dl = _mm256_maddubs_epi16(lo, kx8_broadcast4(x[t] + 8 * c));
+        const __m256i dh = _mm256_maddubs_epi16(hi, kx8_broadcast4(x[t] + 8 * c + 4));
+        sum16[t] = _mm256_add_epi16(sum16[t], _mm256_add_epi16(dl, dh));
+    }
+}
+
 /* Q4_K: sub-block j's integer dots, times its scales, added into i1 (the int16 sums of its
    four chunks, then one madd) */
 INLINE void kx8_q4_K_sub_block(const uint8_t *quants, const int8_t *const *x, const int nt, int j,
@@ -91,11 +102,7 @@ INLINE void kx8_q4_K_sub_block(const uint8_t *quants, const int8_t *const *x, co
         const __m256i q = _mm256_loadu_si256((const __m256i *)(quants + 32 * c));
         const __m256i lo = _mm256_and_si256(q, low4);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-        for (int t = 0; t < nt; t++) {
-            const __m256i dl = _mm256_maddubs_epi16(lo, kx8_broadcast4(x[t] + 8 * c));
-            const __m256i dh = _mm256_maddubs_epi16(hi, kx8_broadcast4(x[t] + 8 * c + 4));
-            sum16[t] = _mm256_add_epi16(sum16[t], _mm256_add_epi16(dl, dh));
-        }
+        kx8_chunk_pairs(lo, hi, x, nt, c, sum16);
     }
     for (int t = 0; t < nt; t++) {
         i1[t] = _mm256_add_epi32(i1[t], _mm256_madd_epi16(sum16[t], scale));
@@ -122,11 +129,7 @@ INLINE void kx8_q5_K_sub_block(const uint8_t *quants, const uint8_t *fifths,
             const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low4), f_lo);
             const __m256i hi =
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), f_hi);
-            for (int t = 0; t < nt; t++) {
-                const __m256i dl = _mm256_maddubs_epi16(lo, kx8_broadcast4(x[t] + 8 * c));
-                const __m256i dh = _mm256_maddubs_epi16(hi, kx8_broadcast4(x[t] + 8 * c + 4));
-                sum16[t] = _mm256_add_epi16(sum16[t], _mm256_add_epi16(dl, dh));
-            }
+            kx8_chunk_pairs(lo, hi, x, nt, c, sum16);
         }
         for (int t = 0; t < nt; t++) {
             i1[t] = _mm256_add_epi32(i1[t], _mm256_madd_epi16(sum16[t], scale));

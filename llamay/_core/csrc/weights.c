@@ -26,8 +26,7 @@ uint8_t *llamay_huge_alloc(size_t n) {
     return p;
 }
 
-/* Drops the whole 4 KiB pages inside [p, p + n) from this process's mapping. */
-static void release(const uint8_t *p, size_t n) {
+void llamay_release_file_pages(const uint8_t *p, size_t n) {
 #if defined(__linux__) && defined(MADV_DONTNEED)
     const uintptr_t page = 4096, begin = ((uintptr_t)p + page - 1) & ~(page - 1);
     const uintptr_t end = ((uintptr_t)p + n) & ~(page - 1);
@@ -57,7 +56,8 @@ void llamay_copy_weight(llamay_weight *w, uint8_t *dest, int n_threads) {
                        w->row_bytes);
             }
         }
-        release(w->data + (size_t)r0 * w->row_bytes, (size_t)(r1 - r0) * w->row_bytes);
+        llamay_release_file_pages(w->data + (size_t)r0 * w->row_bytes,
+                                  (size_t)(r1 - r0) * w->row_bytes);
     }
     if (w->packed_row_bytes) {
         w->packed = dest;
