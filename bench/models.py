@@ -50,6 +50,10 @@ class Shape:
     rope_base: float
     qk_norm: bool = False
     context_length: int = 8192
+    tied: bool = True  # the output projection is token_embd
+    n_expert: int = 0  # a mixture of experts: n_expert_used of n_expert, each n_ff_exp wide
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
 
 
 SHAPES = {
@@ -81,6 +85,28 @@ SHAPES = {
             n_ff=9728,
             rope_base=1000000.0,
             qk_norm=True,
+        ),
+        # Qwen3-30B-A3B's layers (128 experts of 768, 8 chosen; 32 / 4 heads of 128), 8 of its
+        # 48: what a token reads per layer, and the expert matrices' shapes, are the real
+        # model's, in a 3.5 GB file at Q4_K_M (the whole model's 61 GB of F16 would not fit the
+        # disks these run on).
+        Shape(
+            "qwen3-moe",
+            "qwen3moe",
+            "Qwen3-30B-A3B (8 of its 48 layers)",
+            "ggml-vocab-qwen2.gguf",
+            n_embd=2048,
+            n_layer=8,
+            n_head=32,
+            n_head_kv=4,
+            head_dim=128,
+            n_ff=6144,
+            rope_base=1000000.0,
+            qk_norm=True,
+            tied=False,
+            n_expert=128,
+            n_expert_used=8,
+            n_ff_exp=768,
         ),
     )
 }
@@ -133,11 +159,16 @@ def write_f16(shape: Shape, path: Path, seed: int = 0) -> None:
     def norm(n: int) -> np.ndarray:
         return (1.0 + 0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float32)
 
+    def experts(n_out: int, n_in: int) -> np.ndarray:
+        return np.stack([matrix(n_out, n_in) for _ in range(shape.n_expert)])
+
     n_q, n_kv = shape.n_head * shape.head_dim, shape.n_head_kv * shape.head_dim
     tensors: dict[str, Any] = {
-        "token_embd.weight": matrix(n_vocab, shape.n_embd),  # tied output, as in both models
+        "token_embd.weight": matrix(n_vocab, shape.n_embd),
         "output_norm.weight": norm(shape.n_embd),
     }
+    if not shape.tied:
+        tensors["output.weight"] = matrix(n_vocab, shape.n_embd)
     for il in range(shape.n_layer):
         blk = f"blk.{il}"
         tensors[f"{blk}.attn_norm.weight"] = norm(shape.n_embd)
@@ -149,10 +180,22 @@ def write_f16(shape: Shape, path: Path, seed: int = 0) -> None:
             tensors[f"{blk}.attn_k_norm.weight"] = norm(shape.head_dim)
         tensors[f"{blk}.attn_output.weight"] = matrix(shape.n_embd, n_q)
         tensors[f"{blk}.ffn_norm.weight"] = norm(shape.n_embd)
-        tensors[f"{blk}.ffn_gate.weight"] = matrix(shape.n_ff, shape.n_embd)
-        tensors[f"{blk}.ffn_up.weight"] = matrix(shape.n_ff, shape.n_embd)
-        tensors[f"{blk}.ffn_down.weight"] = matrix(shape.n_embd, shape.n_ff)
+        if shape.n_expert:  # the router stays F32, as llama-quantize leaves it
+            router = rng.standard_normal((shape.n_expert, shape.n_embd), dtype=np.float32)
+            tensors[f"{blk}.ffn_gate_inp.weight"] = router * 0.02
+            tensors[f"{blk}.ffn_gate_exps.weight"] = experts(shape.n_ff_exp, shape.n_embd)
+            tensors[f"{blk}.ffn_up_exps.weight"] = experts(shape.n_ff_exp, shape.n_embd)
+            tensors[f"{blk}.ffn_down_exps.weight"] = experts(shape.n_embd, shape.n_ff_exp)
+        else:
+            tensors[f"{blk}.ffn_gate.weight"] = matrix(shape.n_ff, shape.n_embd)
+            tensors[f"{blk}.ffn_up.weight"] = matrix(shape.n_ff, shape.n_embd)
+            tensors[f"{blk}.ffn_down.weight"] = matrix(shape.n_embd, shape.n_ff)
     arch = shape.arch
+    moe = {
+        f"{arch}.expert_count": u32(shape.n_expert),
+        f"{arch}.expert_used_count": u32(shape.n_expert_used),
+        f"{arch}.expert_feed_forward_length": u32(shape.n_ff_exp),
+    }
     metadata = {
         "general.architecture": arch,
         "general.name": f"llamay bench {shape.name} (shape of {shape.like}, random weights)",
@@ -167,6 +210,7 @@ def write_f16(shape: Shape, path: Path, seed: int = 0) -> None:
         f"{arch}.attention.layer_norm_rms_epsilon": 1e-5,
         f"{arch}.rope.freq_base": shape.rope_base,
         "general.file_type": u32(1),  # F16
+        **(moe if shape.n_expert else {}),
         **tokenizer,
         **{key: u32(tokenizer[key]) for key in tokenizer if key.endswith("_token_id")},
     }
