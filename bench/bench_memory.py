@@ -9,7 +9,7 @@ benchmark, not a test: other work on the machine moves the figure by a few perce
 target is a goal (issue 13 asks 1.2x for the 1B shape with a 4,096-token context).
 
     python bench/bench_memory.py [--model gemma3:270m] [--ctx-size N] [--prompt 512]
-                                 [--target 1.5] [--repeat 3]
+                                 [--kv-type f16] [--target 1.5] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from llamay.state.layout import KV_TYPES
 from llamay.store import resolve_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,8 +34,9 @@ RSS_SCRIPT = """
 import re, sys
 import numpy as np
 import llamay
-path, text, n_ctx, n_prompt, n_decode = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
-model = llamay.load(path, n_ctx=n_ctx or None)
+path, text, kv_type = sys.argv[1:4]
+n_ctx, n_prompt, n_decode = map(int, sys.argv[4:])
+model = llamay.load(path, n_ctx=n_ctx or None, kv_type=kv_type or None)
 ids = model.tokenize(open(text).read())
 ctx = model.context()
 ctx.feed((ids * (n_prompt // len(ids) + 1))[:n_prompt])
@@ -44,9 +46,10 @@ print(int(re.search(r"VmHWM:\\s*(\\d+) kB", open("/proc/self/status").read())[1]
 """
 
 
-def peak_bytes(path: Path, n_ctx: int, n_prompt: int) -> int:
-    """Peak resident bytes of a process that runs the model (n_ctx 0: the model's default)."""
-    args = [str(path), str(TEXT), str(n_ctx), str(n_prompt), str(DECODED)]
+def peak_bytes(path: Path, n_ctx: int, n_prompt: int, kv_type: str) -> int:
+    """Peak resident bytes of a process that runs the model (n_ctx 0: the model's default;
+    kv_type "": the model's default KV type)."""
+    args = [str(path), str(TEXT), kv_type, str(n_ctx), str(n_prompt), str(DECODED)]
     with tempfile.TemporaryDirectory() as cwd:  # `python -c` imports from its working folder
         out = subprocess.run(
             [sys.executable, "-c", RSS_SCRIPT, *args],
@@ -65,6 +68,9 @@ def main() -> None:
     )
     parser.add_argument("--ctx-size", type=int, default=0, help="context positions (0: default)")
     parser.add_argument("--prompt", type=int, default=512, help="prompt tokens fed")
+    parser.add_argument(
+        "--kv-type", default="", choices=["", *(t.lower() for t in KV_TYPES)], help="KV cache type"
+    )
     parser.add_argument("--target", type=float, default=1.5, help="peak / file size aimed at")
     parser.add_argument("--repeat", type=int, default=3, help="runs; the median is reported")
     args = parser.parse_args()
@@ -73,11 +79,12 @@ def main() -> None:
     path = resolve_model(resolve_shape(args.model))
     size = path.stat().st_size
     peak = statistics.median(
-        peak_bytes(path, args.ctx_size, args.prompt) for _ in range(args.repeat)
+        peak_bytes(path, args.ctx_size, args.prompt, args.kv_type) for _ in range(args.repeat)
     )
     ratio = peak / size
     verdict = "within" if ratio <= args.target else "OVER"
     context = f", {args.ctx_size}-token context" if args.ctx_size else ""
+    context += f", {args.kv_type} KV" if args.kv_type else ""
     print(
         f"{path.name}{context}, {args.prompt} prompt tokens: peak {peak / 1e6:.0f} MB for a "
         f"{size / 1e6:.0f} MB file: {ratio:.2f}x ({verdict} the {args.target}x target)"
