@@ -20,12 +20,9 @@ import models
 @pytest.mark.parametrize("name", ["llama-1b", "qwen3-moe"])
 def test_a_shape_written_small_loads_and_runs(tmp_path, name):
     # the vocabulary, the family, the heads' layout and the expert counts are the shape's own
+    real = models.SHAPES[name]
     shape = dataclasses.replace(
-        models.SHAPES[name],
-        n_embd=128,
-        n_layer=2,
-        n_ff=256,
-        n_ff_exp=64 if name != "llama-1b" else 0,
+        real, n_embd=128, n_layer=2, n_ff=256, n_ff_exp=64 if real.n_expert else 0
     )
     path = tmp_path / "m.gguf"
     models.write_f16(shape, path)
