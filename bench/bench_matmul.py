@@ -49,11 +49,11 @@ def in_huge_pages(data: np.ndarray) -> np.ndarray:
     return copy
 
 
-def measure(products, n_tokens: int, threads: int, budget_s: float) -> float:
+def measure(products, n_tokens: int, threads: int, budget_s: float, kernels: str) -> float:
     """Seconds per pass, repeating for about budget_s seconds."""
-    once = mm.time_matmuls(products, n_tokens, threads=threads, repeats=1)
+    once = mm.time_matmuls(products, n_tokens, threads=threads, repeats=1, kernels=kernels)
     repeats = max(1, min(1000, round(budget_s / max(once, 1e-6))))
-    return mm.time_matmuls(products, n_tokens, threads=threads, repeats=repeats)
+    return mm.time_matmuls(products, n_tokens, threads=threads, repeats=repeats, kernels=kernels)
 
 
 def main() -> None:
@@ -66,6 +66,15 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     parser.add_argument("--hugepages", action="store_true", help="copy weights into 2 MiB pages")
     parser.add_argument("--budget", type=float, default=0.5, help="seconds per measurement")
+    parser.add_argument(
+        "--kernels", default="best", help=f"kernel set: best or one of {mm.kernel_sets()}"
+    )
+    parser.add_argument(
+        "--step-tokens",
+        type=int,
+        default=1,
+        help="tokens of the whole-step figure (8: a decode step of eight sequences)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     args.model = resolve_shape(args.model)
@@ -78,13 +87,14 @@ def main() -> None:
     for name, data, w_type, rows, cols in weights:
         shapes.setdefault((w_type, rows, cols), (name, data))
 
-    results = {"model": args.model, "kernels": mm.best_kernel_set(), "shapes": [], "decode": []}
+    kernels = mm.best_kernel_set() if args.kernels == "best" else args.kernels
+    results = {"model": args.model, "kernels": kernels, "shapes": [], "decode": []}
     for (w_type, rows, cols), (name, data) in shapes.items():
         product = [(data, w_type, rows, cols)]
         entry = {"tensor": name, "type": BY_ID[w_type].name, "rows": rows, "cols": cols}
         for n in threads:
-            decode = measure(product, 1, n, args.budget)
-            prefill = measure(product, PREFILL_TOKENS, n, args.budget)
+            decode = measure(product, 1, n, args.budget, kernels)
+            prefill = measure(product, PREFILL_TOKENS, n, args.budget, kernels)
             entry[f"decode_gbs_t{n}"] = round(data.nbytes / decode / 1e9, 2)
             entry[f"prefill_gflops_t{n}"] = round(
                 2 * rows * cols * PREFILL_TOKENS / prefill / 1e9, 1
@@ -94,12 +104,13 @@ def main() -> None:
     step = [(data, w_type, rows, cols) for _, data, w_type, rows, cols in weights]
     step_bytes = sum(data.nbytes for data, *_ in step)
     for n in threads:
-        seconds = measure(step, 1, n, 2 * args.budget)
+        seconds = measure(step, args.step_tokens, n, 2 * args.budget, kernels)
         results["decode"].append(
             {
                 "threads": n,
-                "ms_per_token": round(seconds * 1e3, 2),
-                "tokens_per_s": round(1 / seconds, 1),
+                "step_tokens": args.step_tokens,
+                "ms_per_step": round(seconds * 1e3, 2),
+                "tokens_per_s": round(args.step_tokens / seconds, 1),
                 "gbs": round(step_bytes / seconds / 1e9, 2),
             }
         )
@@ -115,10 +126,13 @@ def main() -> None:
             for n in threads
         )
         print(f"  {e['type']:5s} {e['rows']:6d} x {e['cols']:5d}  {cells}  ({e['tensor']})")
-    print(f"whole decode step: {len(step)} matrices, {step_bytes / 1e6:.0f} MB")
+    print(
+        f"whole decode step of {args.step_tokens} token(s): {len(step)} matrices, "
+        f"{step_bytes / 1e6:.0f} MB"
+    )
     for d in results["decode"]:
         print(
-            f"  t{d['threads']}: {d['ms_per_token']:6.2f} ms/token "
+            f"  t{d['threads']}: {d['ms_per_step']:6.2f} ms/step "
             f"({d['tokens_per_s']:.1f} tokens/s), {d['gbs']:.2f} GB/s"
         )
 

@@ -229,6 +229,19 @@ def test_a_matrix_too_big_for_the_caches_gives_the_same_bits_at_every_batch_size
             ), (kernels, n_tokens)
 
 
+@pytest.mark.parametrize("name", ["Q4_K", "Q5_K", "Q6_K"])
+def test_interleaved_k_quants_in_every_tile_shape(name):
+    # The AVX-512 kernel reads two groups of eight rows side by side, one group (twice) for a
+    # few tokens, and tokens eight at a time: 29 rows make a block of sixteen, then one of
+    # thirteen whose second group is partial; 1..19 tokens cover every token count per pass.
+    w, x = case(name, 2304, n_rows=29, n_tokens=19)
+    expected = run(name, w, x, n_rows=29, kernels="reference")
+    for kernels in SIMD_SETS:
+        for n_tokens in (1, 2, 4, 5, 7, 8, 9, 16, 19):
+            got = run(name, w, x[:n_tokens], n_rows=29, kernels=kernels)
+            assert same_bits(got, expected[:n_tokens]), (kernels, n_tokens)
+
+
 @pytest.mark.parametrize("name", ALL_TYPES)
 def test_thread_count_does_not_change_outputs(name):
     n_cols = COLUMNS[name][-1]

@@ -15,7 +15,10 @@ pytestmark = pytest.mark.slow
 LOAD_TEST = Path(__file__).parents[2] / "bench" / "load_test.py"
 
 
-def test_eight_clients_for_ten_seconds(server):
+def test_eight_clients_for_ten_seconds(launch, tmp_path_factory, gemma_path):
+    # A server of its own: the pages it holds before and after must not depend on what other
+    # tests sharing the session's server left cached or still have in flight.
+    server = launch(tmp_path_factory.mktemp("load-home"))
     run = subprocess.run(
         [
             sys.executable,

@@ -2,8 +2,9 @@
 
    Integer dot products use VNNI: vpdpbusd (unsigned x signed bytes into int32) for the
    32-element formats, whose weights are made unsigned by an offset that is taken back exactly
-   with the activation block's sum; vpmaddubsw + vpdpwssd for the K-quants, which folds each
-   sub-block's scale into the int32 accumulation. Integer sums are exact in any order, so only
+   with the activation block's sum, and for Q4_K, Q5_K and Q6_K (matmul_kx8.h: sixteen rows per
+   zmm, then vpmulld by each sub-block's scale); vpmaddubsw + vpdpwssd for the other K-quants,
+   which folds each sub-block's scale into the int32 accumulation. Integer sums are exact in any order, so only
    the fp32 steps need to follow the reference: per block b, fmaf into lane b % 8.
 
    32-element formats read the packed weights (matmul_kernels.h): in a group of eight blocks,
@@ -846,6 +847,7 @@ INLINE void k_store8(float *out, __m256 v) { _mm256_storeu_ps(out, v); }
 #define MATMUL_FN(name) avx512_##name
 #define MATMUL_KERNEL_OF llamay_avx512_kernel
 #define MATMUL_COLUMN(avx2, avx512) avx512
+#define KX8_AVX512 1
 #include "matmul_kx8.h"
 #include "matmul_driver.h"
 

@@ -1,248 +1,377 @@
-/* Q4_K, Q5_K and Q6_K x Q8_K over the eight-row interleaved copy (KX8, matmul_kernels.h), in
-   AVX2.
+/* Q4_K, Q5_K and Q6_K x Q8_K over the eight-row interleaved copy (KX8, matmul_kernels.h),
+   written once for two vector widths: AVX2 (one group of eight rows per ymm) and AVX-512 VNNI
+   (two groups side by side in a zmm, sixteen rows), chosen by KX8_AVX512 in the including file.
 
-   Included by matmul_avx2.c and matmul_avx512.c (every AVX-512 CPU runs AVX2: the same code,
-   the same bits). A 32-bit lane is one of the eight rows of a group: a chunk of 32 weight bytes
-   holds eight elements of each row, the activations' four bytes are broadcast, and vpmaddubsw
-   (unsigned weights x signed activations into int16 pairs) then vpmaddwd (by the row's
-   sub-block scale) add each row's products into its own int32 lane. So a super-block's exact
-   integer dot products come out as one vector of eight rows, never reduced horizontally, and the
+   A 32-bit lane is one row: a chunk of 32 weight bytes holds four elements of each row per
+   nibble half, the activations' four bytes are broadcast, and each row's products are added
+   into its own lane, then multiplied by the row's sub-block scale. So a super-block's exact
+   integer dot products come out as one vector of rows, never reduced horizontally, and the
    reference's fp32 steps (matmul.h: per super-block b, fmaf(d_w * d_a, i1, lane b % 8), then
-   the min term, then the tree) run with the rows as SIMD lanes.
+   the min term, then the tree) run with the rows as SIMD lanes. Integer sums are exact in any
+   order: both widths give the reference's integers, so the same bits.
 
-   The int16 sums never saturate: a Q4_K pair is at most 2 x 15 x 128 in magnitude, and one
-   sub-block's eight of them per lane (four chunks) sum to at most 30720; a Q5_K pair at most
-   2 x 31 x 128, so its int16 sums are taken to int32 two chunks at a time, at most 31744; a
-   Q6_K pair at most 2 x 63 x 128, taken to int32 one chunk at a time, at most 32256.
+   AVX2: vpmaddubsw (unsigned weights x signed activations into int16 pairs) then vpmaddwd by
+   the scale. The int16 sums never saturate: a Q4_K pair is at most 2 x 15 x 128 in magnitude,
+   and one sub-block's eight of them per lane (four chunks) sum to at most 30720; a Q5_K pair
+   at most 2 x 31 x 128, so its int16 sums are taken to int32 two chunks at a time, at most
+   31744; a Q6_K pair at most 2 x 63 x 128, taken to int32 one chunk at a time, at most 32256.
+   AVX-512: vpdpbusd adds each row's four products straight into int32 (a sub-block's sum is
+   at most 32 x 31 x 128), then one vpmulld by the scale per sub-block.
 
    Many tokens (prefill, or a decode step of several sequences) share each chunk as it is
-   decoded, KX8_TOKENS at a time; every token's arithmetic is the same as alone. */
+   decoded, KX_TOKENS at a time; every token's arithmetic is the same as alone. */
 
-#define KX8_TOKENS 4
+/* ---- the vector layer: KX_ROWS int32 / fp32 lanes, one per row ---- */
+
+#ifdef KX8_AVX512
+
+#define KX_ROWS 16
+/* enough independent vpdpbusd chains to cover its latency, within 32 registers */
+#define KX_TOKENS 8
+#define KX_Q5_K_CHUNKS_PER_SUM 4
+#define KX_Q6_K_CHUNKS_PER_SUM 2
+typedef __m512i kx_i;
+typedef __m512 kx_f;
+
+/* the 32 bytes at `off` of a group's super-block (lanes 0-7) and of the next group's (8-15) */
+INLINE kx_i kx_load(const uint8_t *g, const uint8_t *next, int off) {
+    const __m256i low = _mm256_loadu_si256((const __m256i *)(g + off));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(low),
+                              _mm256_loadu_si256((const __m256i *)(next + off)), 1);
+}
+
+INLINE __m256i kx_load16x2(const uint8_t *g, const uint8_t *next, int off) {
+    const __m128i low = _mm_loadu_si128((const __m128i *)(g + off));
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(low),
+                                   _mm_loadu_si128((const __m128i *)(next + off)), 1);
+}
+
+/* 16 bytes of each: every row's two scale bytes, as an int16 pair */
+INLINE kx_i kx_load_pairs_u8(const uint8_t *g, const uint8_t *next, int off) {
+    return _mm512_cvtepu8_epi16(kx_load16x2(g, next, off));
+}
+
+INLINE kx_i kx_load_pairs_i8(const uint8_t *g, const uint8_t *next, int off) {
+    return _mm512_cvtepi8_epi16(kx_load16x2(g, next, off));
+}
+
+/* eight fp16 of each */
+INLINE kx_f kx_load_f16(const uint8_t *g, const uint8_t *next, int off) {
+    return _mm512_cvtph_ps(kx_load16x2(g, next, off));
+}
+
+#define kx_zero _mm512_setzero_si512
+#define kx_set1 _mm512_set1_epi32
+#define kx_set1_8 _mm512_set1_epi8
+#define kx_and _mm512_and_si512
+#define kx_or _mm512_or_si512
+#define kx_srli16 _mm512_srli_epi16
+#define kx_slli16 _mm512_slli_epi16
+#define kx_slli32 _mm512_slli_epi32
+#define kx_add32 _mm512_add_epi32
+#define kx_sub32 _mm512_sub_epi32
+/* acc + the int16 pairs' products, summed by pair (vpdpwssd) */
+#define kx_dot16 _mm512_dpwssd_epi32
+#define kx_fzero _mm512_setzero_ps
+#define kx_fset1 _mm512_set1_ps
+#define kx_fadd _mm512_add_ps
+#define kx_fmul _mm512_mul_ps
+#define kx_fmadd _mm512_fmadd_ps
+#define kx_cvt _mm512_cvtepi32_ps
+/* the rows of one group (lanes 0-7), or of both */
+INLINE void kx_store_rows(float *p, kx_f v, int two) {
+    _mm512_mask_storeu_ps(p, two ? 0xFFFF : 0x00FF, v);
+}
+
+/* a chunk's products of lo and hi with the activations' four bytes xl and xh, added into the
+   partial sums (int32) */
+INLINE kx_i kx_chunk(kx_i partial, kx_i lo, kx_i hi, kx_i xl, kx_i xh) {
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(partial, lo, xl), hi, xh);
+}
+
+/* the scale of sub-block 2p + s of each row, from its int16 pair of sub-blocks 2p, 2p + 1 */
+INLINE kx_i kx_scale(kx_i pair, int s) {
+    return s ? _mm512_srai_epi32(pair, 16) : _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16);
+}
+
+INLINE kx_i kx_scaled(kx_i partial, kx_i scale) { return _mm512_mullo_epi32(partial, scale); }
+
+#else /* AVX2 */
+
+#define KX_ROWS 8
+#define KX_TOKENS 4
+#define KX_Q5_K_CHUNKS_PER_SUM 2
+#define KX_Q6_K_CHUNKS_PER_SUM 1
+typedef __m256i kx_i;
+typedef __m256 kx_f;
+
+INLINE kx_i kx_load(const uint8_t *g, const uint8_t *next, int off) {
+    (void)next;
+    return _mm256_loadu_si256((const __m256i *)(g + off));
+}
+
+INLINE kx_i kx_load_pairs_u8(const uint8_t *g, const uint8_t *next, int off) {
+    (void)next;
+    return _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(g + off)));
+}
+
+INLINE kx_i kx_load_pairs_i8(const uint8_t *g, const uint8_t *next, int off) {
+    (void)next;
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g + off)));
+}
+
+INLINE kx_f kx_load_f16(const uint8_t *g, const uint8_t *next, int off) {
+    (void)next;
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + off)));
+}
+
+#define kx_zero _mm256_setzero_si256
+#define kx_set1 _mm256_set1_epi32
+#define kx_set1_8 _mm256_set1_epi8
+#define kx_and _mm256_and_si256
+#define kx_or _mm256_or_si256
+#define kx_srli16 _mm256_srli_epi16
+#define kx_slli16 _mm256_slli_epi16
+#define kx_slli32 _mm256_slli_epi32
+#define kx_add32 _mm256_add_epi32
+#define kx_sub32 _mm256_sub_epi32
+INLINE kx_i kx_dot16(kx_i acc, kx_i a, kx_i b) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+}
+#define kx_fzero _mm256_setzero_ps
+#define kx_fset1 _mm256_set1_ps
+#define kx_fadd _mm256_add_ps
+#define kx_fmul _mm256_mul_ps
+#define kx_fmadd _mm256_fmadd_ps
+#define kx_cvt _mm256_cvtepi32_ps
+INLINE void kx_store_rows(float *p, kx_f v, int two) {
+    (void)two;
+    _mm256_storeu_ps(p, v);
+}
+
+/* the partial sums are int16 pairs */
+INLINE kx_i kx_chunk(kx_i partial, kx_i lo, kx_i hi, kx_i xl, kx_i xh) {
+    const __m256i dl = _mm256_maddubs_epi16(lo, xl), dh = _mm256_maddubs_epi16(hi, xh);
+    return _mm256_add_epi16(partial, _mm256_add_epi16(dl, dh));
+}
+
+/* int16 pair lanes [a, b] of each row -> [a, a] (s = 0) or [b, b] (s = 1) */
+INLINE kx_i kx_scale(kx_i pair, int s) {
+    const __m256i first = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0,
+                                           1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+    const __m256i second = _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14,
+                                            15, 2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15,
+                                            14, 15);
+    return _mm256_shuffle_epi8(pair, s ? second : first);
+}
+
+INLINE kx_i kx_scaled(kx_i partial, kx_i scale) { return _mm256_madd_epi16(partial, scale); }
+
+#endif
+
+/* ---- the kernel, written once ---- */
 
 /* llamay_tree8 of eight accumulators held lane by lane */
-INLINE __m256 kx8_tree8(const __m256 a[8]) {
-    const __m256 s0 = _mm256_add_ps(a[0], a[4]), s1 = _mm256_add_ps(a[1], a[5]);
-    const __m256 s2 = _mm256_add_ps(a[2], a[6]), s3 = _mm256_add_ps(a[3], a[7]);
-    return _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
+INLINE kx_f kx8_tree8(const kx_f a[8]) {
+    const kx_f s0 = kx_fadd(a[0], a[4]), s1 = kx_fadd(a[1], a[5]);
+    const kx_f s2 = kx_fadd(a[2], a[6]), s3 = kx_fadd(a[3], a[7]);
+    return kx_fadd(kx_fadd(s0, s2), kx_fadd(s1, s3));
 }
 
-INLINE __m256i kx8_broadcast4(const int8_t *p) {
+INLINE kx_i kx8_broadcast4(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
+    return kx_set1(v);
 }
 
-/* int16 pair lanes [a, b] of each row -> [a, a] and [b, b] */
-INLINE __m256i kx8_first_of_pairs(__m256i v) {
-    return _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13,
-                                                   12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9,
-                                                   12, 13, 12, 13));
-}
-
-INLINE __m256i kx8_second_of_pairs(__m256i v) {
-    return _mm256_shuffle_epi8(v, _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14,
-                                                   15, 14, 15, 2, 3, 2, 3, 6, 7, 6, 7, 10, 11,
-                                                   10, 11, 14, 15, 14, 15));
-}
-
-/* the int32 (B_2p, B_2p+1) of activation sums, as the int16 pair madd takes: B_j is the sum of
-   the quants of sub-block j (of `per` 16-element sums each) */
-INLINE __m256i kx8_sum_pair(const int16_t *sums, int p, int per) {
-    int b0 = 0, b1 = 0;
-    for (int k = 0; k < per; k++) {
-        b0 += sums[2 * p * per + k];
-        b1 += sums[(2 * p + 1) * per + k];
-    }
-    return _mm256_set1_epi32((int32_t)((uint32_t)(uint16_t)b0 | ((uint32_t)(uint16_t)b1 << 16)));
+/* Q4_K/Q5_K: the int16 pairs (B_2p, B_2p+1), p = 0..3, of a super-block's activation sums
+   (B_j: the sum of sub-block j's 32 quants, two sums of 16; at most 32 x 128, no saturation) */
+INLINE void kx8_sum_pairs(const int16_t *sums, int32_t pairs[4]) {
+    const __m256i s = _mm256_loadu_si256((const __m256i *)sums);
+    const __m256i b = _mm256_madd_epi16(s, _mm256_set1_epi16(1)); /* B_0 .. B_7 */
+    int32_t packed[8]; /* per 128-bit lane: B_0..B_3 twice, then B_4..B_7 twice, as int16 */
+    _mm256_storeu_si256((__m256i *)packed, _mm256_packs_epi32(b, b));
+    pairs[0] = packed[0];
+    pairs[1] = packed[1];
+    pairs[2] = packed[4];
+    pairs[3] = packed[5];
 }
 
 /* Q5_K: the fifth bits of chunk k (of a sub-block's four) at bit 4 of each byte, for its low
    and its high nibbles (matmul_kernels.h: bits k and 4 + k; 16-bit shifts by constants, no bit
    crossing into bit 4 of another byte) */
-INLINE __m256i kx8_fifth_low(__m256i f, int k) {
+INLINE kx_i kx8_fifth_low(kx_i f, int k) {
     switch (k) {
-    case 0: return _mm256_slli_epi16(f, 4);
-    case 1: return _mm256_slli_epi16(f, 3);
-    case 2: return _mm256_slli_epi16(f, 2);
-    default: return _mm256_slli_epi16(f, 1);
+    case 0: return kx_slli16(f, 4);
+    case 1: return kx_slli16(f, 3);
+    case 2: return kx_slli16(f, 2);
+    default: return kx_slli16(f, 1);
     }
 }
 
-INLINE __m256i kx8_fifth_high(__m256i f, int k) {
+INLINE kx_i kx8_fifth_high(kx_i f, int k) {
     switch (k) {
     case 0: return f;
-    case 1: return _mm256_srli_epi16(f, 1);
-    case 2: return _mm256_srli_epi16(f, 2);
-    default: return _mm256_srli_epi16(f, 3);
+    case 1: return kx_srli16(f, 1);
+    case 2: return kx_srli16(f, 2);
+    default: return kx_srli16(f, 3);
     }
 }
 
-/* Chunk c's products for each token, added into its int16 sums: lo and hi are the chunk's
+/* Chunk c's products for each token, added into its partial sums: lo and hi are the chunk's
    weights of elements 8c + i and 8c + 4 + i (i = 0..3) in each row's four bytes */
-INLINE void kx8_chunk_pairs(__m256i lo, __m256i hi, const int8_t *const *x, const int nt, int c,
-                            __m256i *sum16) {
+INLINE void kx8_chunk_tokens(kx_i lo, kx_i hi, const int8_t *const *x, const int nt, int c,
+                             kx_i *partial) {
     for (int t = 0; t < nt; t++) {
-        const __m256i dl = _mm256_maddubs_epi16(lo, kx8_broadcast4(x[t] + 8 * c));
-        const __m256i dh = _mm256_maddubs_epi16(hi, kx8_broadcast4(x[t] + 8 * c + 4));
-        sum16[t] = _mm256_add_epi16(sum16[t], _mm256_add_epi16(dl, dh));
+        partial[t] = kx_chunk(partial[t], lo, hi, kx8_broadcast4(x[t] + 8 * c),
+                              kx8_broadcast4(x[t] + 8 * c + 4));
     }
 }
 
-/* Q4_K: sub-block j's integer dots, times its scales, added into i1 (the int16 sums of its
-   four chunks, then one madd) */
-INLINE void kx8_q4_K_sub_block(const uint8_t *quants, const int8_t *const *x, const int nt, int j,
-                               __m256i scale, __m256i *i1) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-    __m256i sum16[KX8_TOKENS];
+INLINE void kx8_take_partials(kx_i *partial, kx_i scale, const int nt, kx_i *i1) {
     for (int t = 0; t < nt; t++) {
-        sum16[t] = _mm256_setzero_si256();
-    }
-    for (int c = 4 * j; c < 4 * j + 4; c++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(quants + 32 * c));
-        const __m256i lo = _mm256_and_si256(q, low4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-        kx8_chunk_pairs(lo, hi, x, nt, c, sum16);
-    }
-    for (int t = 0; t < nt; t++) {
-        i1[t] = _mm256_add_epi32(i1[t], _mm256_madd_epi16(sum16[t], scale));
+        i1[t] = kx_add32(i1[t], kx_scaled(partial[t], scale));
+        partial[t] = kx_zero();
     }
 }
 
-/* Q5_K: the same with each nibble's fifth bit joined at bit 4 (the int16 sums taken to int32
-   two chunks at a time) */
-INLINE void kx8_q5_K_sub_block(const uint8_t *quants, const uint8_t *fifths,
-                               const int8_t *const *x, const int nt, int j, __m256i scale,
-                               __m256i *i1) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
-    const __m256i fifth = _mm256_loadu_si256((const __m256i *)(fifths + 32 * j));
-    for (int half = 0; half < 2; half++) {
-        __m256i sum16[KX8_TOKENS];
-        for (int t = 0; t < nt; t++) {
-            sum16[t] = _mm256_setzero_si256();
+/* Q4_K (fifth NULL) or Q5_K: sub-block j's integer dots, times its scales, added into i1 */
+INLINE void kx8_q45_K_sub_block(const uint8_t *g, const uint8_t *next, const int fifth_bits,
+                                const int8_t *const *x, const int nt, int j, kx_i scale,
+                                kx_i *i1) {
+    const kx_i low4 = kx_set1_8(0x0F), bit4 = kx_set1_8(0x10);
+    const int chunks_per_sum = fifth_bits ? KX_Q5_K_CHUNKS_PER_SUM : 4;
+    kx_i fifth = kx_zero();
+    if (fifth_bits) {
+        fifth = kx_load(g, next, LLAMAY_KX8_Q5_K_FIFTH + 32 * j);
+    }
+    kx_i partial[KX_TOKENS];
+    for (int t = 0; t < nt; t++) {
+        partial[t] = kx_zero();
+    }
+    for (int k = 0; k < 4; k++) {
+        const int c = 4 * j + k;
+        const kx_i q = kx_load(g, next, LLAMAY_KX8_Q4_K_QUANTS + 32 * c);
+        kx_i lo = kx_and(q, low4), hi = kx_and(kx_srli16(q, 4), low4);
+        if (fifth_bits) {
+            lo = kx_or(lo, kx_and(kx8_fifth_low(fifth, k), bit4));
+            hi = kx_or(hi, kx_and(kx8_fifth_high(fifth, k), bit4));
         }
-        for (int k = 2 * half; k < 2 * half + 2; k++) {
-            const int c = 4 * j + k;
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(quants + 32 * c));
-            const __m256i f_lo = _mm256_and_si256(kx8_fifth_low(fifth, k), bit4);
-            const __m256i f_hi = _mm256_and_si256(kx8_fifth_high(fifth, k), bit4);
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low4), f_lo);
-            const __m256i hi =
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), f_hi);
-            kx8_chunk_pairs(lo, hi, x, nt, c, sum16);
-        }
-        for (int t = 0; t < nt; t++) {
-            i1[t] = _mm256_add_epi32(i1[t], _mm256_madd_epi16(sum16[t], scale));
+        kx8_chunk_tokens(lo, hi, x, nt, c, partial);
+        if ((k + 1) % chunks_per_sum == 0) {
+            kx8_take_partials(partial, scale, nt, i1);
         }
     }
 }
 
-/* The integer dot products of one super-block of the group with nt tokens' activations:
-   i1[t] (and, for Q4_K and Q5_K, i2[t] = -the min term), eight rows each. */
-INLINE void kx8_ints(int type, const uint8_t *g, const llamay_act_q *const *a, int b,
-                     const int nt, __m256i *i1, __m256i *i2) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-    const int8_t *x[KX8_TOKENS];
+/* The integer dot products of one super-block of KX_ROWS rows with nt tokens' activations:
+   i1[t] (and, for Q4_K and Q5_K, i2[t] = -the min term). */
+INLINE void kx8_ints(int type, const uint8_t *g, const uint8_t *next,
+                     const llamay_act_q *const *a, int b, const int nt, kx_i *i1, kx_i *i2) {
+    const int8_t *x[KX_TOKENS];
     for (int t = 0; t < nt; t++) {
         x[t] = a[t]->qs + 256 * (size_t)b;
-        i1[t] = _mm256_setzero_si256();
+        i1[t] = kx_zero();
     }
     if (type == LLAMAY_TYPE_Q4_K || type == LLAMAY_TYPE_Q5_K) {
-        const uint8_t *quants = g + LLAMAY_KX8_Q4_K_QUANTS;
         for (int p = 0; p < 4; p++) {
-            const __m256i pair = _mm256_cvtepu8_epi16(
-                _mm_loadu_si128((const __m128i *)(g + LLAMAY_KX8_Q4_K_SCALES + 16 * p)));
+            const kx_i pair = kx_load_pairs_u8(g, next, LLAMAY_KX8_Q4_K_SCALES + 16 * p);
             for (int s = 0; s < 2; s++) {
-                const int j = 2 * p + s; /* sub-block: chunks 4j .. 4j+3 */
-                const __m256i scale = s ? kx8_second_of_pairs(pair) : kx8_first_of_pairs(pair);
-                if (type == LLAMAY_TYPE_Q4_K) {
-                    kx8_q4_K_sub_block(quants, x, nt, j, scale, i1);
-                } else {
-                    kx8_q5_K_sub_block(quants, g + LLAMAY_KX8_Q5_K_FIFTH, x, nt, j, scale, i1);
-                }
+                kx8_q45_K_sub_block(g, next, type == LLAMAY_TYPE_Q5_K, x, nt, 2 * p + s,
+                                    kx_scale(pair, s), i1);
             }
         }
+        kx_i mins[4];
+        for (int p = 0; p < 4; p++) {
+            mins[p] = kx_load_pairs_u8(g, next, LLAMAY_KX8_Q4_K_MINS + 16 * p);
+        }
         for (int t = 0; t < nt; t++) {
-            const int16_t *sums = a[t]->sum + 16 * (size_t)b;
-            __m256i mins = _mm256_setzero_si256();
+            int32_t pairs[4];
+            kx8_sum_pairs(a[t]->sum + 16 * (size_t)b, pairs);
+            kx_i m = kx_zero();
             for (int p = 0; p < 4; p++) {
-                const __m256i pair = _mm256_cvtepu8_epi16(
-                    _mm_loadu_si128((const __m128i *)(g + LLAMAY_KX8_Q4_K_MINS + 16 * p)));
-                mins = _mm256_add_epi32(mins, _mm256_madd_epi16(pair, kx8_sum_pair(sums, p, 2)));
+                m = kx_dot16(m, mins[p], kx_set1(pairs[p]));
             }
-            i2[t] = _mm256_sub_epi32(_mm256_setzero_si256(), mins);
+            i2[t] = kx_sub32(kx_zero(), m);
         }
         return;
     }
     /* Q6_K: quants q = low | high << 4 in [0, 64); i1 = sum sc (q - 32) x, as
-       sum sc q x - 32 sum sc B over the sub-blocks */
-    const __m256i bits45 = _mm256_set1_epi8(0x30);
-    const uint8_t *lows = g + LLAMAY_KX8_Q6_K_LOW, *highs = g + LLAMAY_KX8_Q6_K_HIGH;
-    __m256i offset[KX8_TOKENS];
+       sum sc q x - 32 sum sc B over the sixteen-element sub-blocks */
+    const kx_i low4 = kx_set1_8(0x0F), bits45 = kx_set1_8(0x30);
+    kx_i partial[KX_TOKENS];
     for (int t = 0; t < nt; t++) {
-        offset[t] = _mm256_setzero_si256();
+        partial[t] = kx_zero();
     }
     for (int p = 0; p < 8; p++) {
         /* sub-blocks 2p, 2p+1 of sixteen elements: chunks 4p .. 4p+3, high-bit pairs 2p, 2p+1 */
-        const __m256i pair = _mm256_cvtepi8_epi16(
-            _mm_loadu_si128((const __m128i *)(g + LLAMAY_KX8_Q6_K_SCALES + 16 * p)));
-        for (int t = 0; t < nt; t++) {
-            const __m256i bsum = kx8_sum_pair(a[t]->sum + 16 * (size_t)b, p, 1);
-            offset[t] = _mm256_add_epi32(offset[t], _mm256_madd_epi16(pair, bsum));
-        }
+        const kx_i pair = kx_load_pairs_i8(g, next, LLAMAY_KX8_Q6_K_SCALES + 16 * p);
         for (int m = 2 * p; m < 2 * p + 2; m++) {
-            const __m256i scale = m % 2 ? kx8_second_of_pairs(pair) : kx8_first_of_pairs(pair);
-            const __m256i h = _mm256_loadu_si256((const __m256i *)(highs + 32 * m));
+            const kx_i scale = kx_scale(pair, m % 2);
+            const kx_i h = kx_load(g, next, LLAMAY_KX8_Q6_K_HIGH + 32 * m);
             for (int k = 0; k < 2; k++) {
                 const int c = 2 * m + k;
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(lows + 32 * c));
+                const kx_i q = kx_load(g, next, LLAMAY_KX8_Q6_K_LOW + 32 * c);
                 /* the high bits, moved to bits 4-5 (no bit crosses into a kept position) */
-                const __m256i hl = k ? _mm256_slli_epi16(h, 4) : h;
-                const __m256i hh = k ? _mm256_slli_epi16(h, 2) : _mm256_srli_epi16(h, 2);
-                const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low4),
-                                                   _mm256_and_si256(hl, bits45));
-                const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
-                                                   _mm256_and_si256(hh, bits45));
-                for (int t = 0; t < nt; t++) {
-                    const __m256i dl = _mm256_maddubs_epi16(lo, kx8_broadcast4(x[t] + 8 * c));
-                    const __m256i dh = _mm256_maddubs_epi16(hi, kx8_broadcast4(x[t] + 8 * c + 4));
-                    const __m256i sum16 = _mm256_add_epi16(dl, dh);
-                    i1[t] = _mm256_add_epi32(i1[t], _mm256_madd_epi16(sum16, scale));
+                const kx_i hl = k ? kx_slli16(h, 4) : h;
+                const kx_i hh = k ? kx_slli16(h, 2) : kx_srli16(h, 2);
+                const kx_i lo = kx_or(kx_and(q, low4), kx_and(hl, bits45));
+                const kx_i hi = kx_or(kx_and(kx_srli16(q, 4), low4), kx_and(hh, bits45));
+                kx8_chunk_tokens(lo, hi, x, nt, c, partial);
+                if ((k + 1) % KX_Q6_K_CHUNKS_PER_SUM == 0) {
+                    kx8_take_partials(partial, scale, nt, i1);
                 }
             }
         }
     }
+    kx_i offset[KX_TOKENS];
     for (int t = 0; t < nt; t++) {
-        i1[t] = _mm256_sub_epi32(i1[t], _mm256_slli_epi32(offset[t], 5));
+        offset[t] = kx_zero();
+    }
+    for (int p = 0; p < 8; p++) {
+        const kx_i pair = kx_load_pairs_i8(g, next, LLAMAY_KX8_Q6_K_SCALES + 16 * p);
+        for (int t = 0; t < nt; t++) {
+            /* the activation sums of sub-blocks 2p, 2p+1: an int16 pair as they lie */
+            int32_t sums;
+            memcpy(&sums, a[t]->sum + 16 * (size_t)b + 2 * p, sizeof sums);
+            offset[t] = kx_dot16(offset[t], pair, kx_set1(sums));
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        i1[t] = kx_sub32(i1[t], kx_slli32(offset[t], 5));
     }
 }
 
-/* Eight rows (the group holding row r0) against nt tokens: their accumulators' trees, a vector
-   of eight rows per token, into out[t]. */
+/* KX_ROWS rows from r0 (the group holding r0, and with sixteen lanes the group after it, or
+   the same group again where `two` is 0) against nt tokens: their accumulators' trees, a
+   vector of rows per token, into out[t]. */
 INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *const *a, int r0,
-                      const int nt, __m256 *out) {
+                      int two, const int nt, kx_f *out) {
     const int nb = w->n_cols / 256;
-    __m256 acc[KX8_TOKENS][LLAMAY_QUANT_LANES];
+    const int block_bytes = llamay_kx8_block_bytes(type);
+    const size_t next_group = two ? (size_t)nb * (size_t)block_bytes : 0;
+    kx_f acc[KX_TOKENS][LLAMAY_QUANT_LANES];
     for (int t = 0; t < nt; t++) {
         for (int l = 0; l < LLAMAY_QUANT_LANES; l++) {
-            acc[t][l] = _mm256_setzero_ps();
+            acc[t][l] = kx_fzero();
         }
     }
-    const int block_bytes = llamay_kx8_block_bytes(type);
     for (int b = 0; b < nb; b++) {
-        const uint8_t *g = llamay_kx8_block(w, r0, b);
+        const uint8_t *g = llamay_kx8_block(w, r0, b), *next = g + next_group;
         llamay_prefetch_ahead(g, (size_t)block_bytes); /* a group's blocks lie end to end */
-        __m256i i1[KX8_TOKENS], i2[KX8_TOKENS];
-        kx8_ints(type, g, a, b, nt, i1, i2);
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        if (KX_ROWS > 8 && two) {
+            llamay_prefetch_ahead(next, (size_t)block_bytes);
+        }
+        kx_i i1[KX_TOKENS], i2[KX_TOKENS];
+        kx8_ints(type, g, next, a, b, nt, i1, i2);
+        const kx_f d = kx_load_f16(g, next, 0);
         const int lane = b % LLAMAY_QUANT_LANES;
         for (int t = 0; t < nt; t++) {
-            const __m256 da = _mm256_set1_ps(a[t]->d[b]);
-            __m256 s = _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(i1[t]),
-                                       acc[t][lane]);
+            const kx_f da = kx_fset1(a[t]->d[b]);
+            kx_f s = kx_fmadd(kx_fmul(d, da), kx_cvt(i1[t]), acc[t][lane]);
             if (type != LLAMAY_TYPE_Q6_K) { /* Q4_K, Q5_K: the mins */
-                const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16)));
-                s = _mm256_fmadd_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(i2[t]), s);
+                const kx_f dmin = kx_load_f16(g, next, 16);
+                s = kx_fmadd(kx_fmul(dmin, da), kx_cvt(i2[t]), s);
             }
             acc[t][lane] = s;
         }
@@ -251,6 +380,11 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
         out[t] = kx8_tree8(acc[t]);
     }
 }
+
+/* Decode steps of up to this many tokens read one group at a time (with sixteen lanes, the
+   group twice): the memory is the limit there, and it streams one address range faster than
+   two. */
+#define KX8_ONE_GROUP_TOKENS 4
 
 /* Rows [row_begin, row_end) (row_begin a multiple of 8: threads split rows by 16) x n_tokens. */
 INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
@@ -266,22 +400,34 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
         }
         for (int r0 = row_begin; r0 < row_end; r0 += LLAMAY_ROW_BLOCK) {
             const int n_rows = row_end - r0 < LLAMAY_ROW_BLOCK ? row_end - r0 : LLAMAY_ROW_BLOCK;
-            for (int g = 0; g < n_rows; g += LLAMAY_KX8_ROWS) {
-                for (int t = 0; t < n_tok; t += KX8_TOKENS) {
-                    const llamay_act_q *a[KX8_TOKENS];
-                    __m256 v[KX8_TOKENS];
-                    const int nt = n_tok - t < KX8_TOKENS ? n_tok - t : KX8_TOKENS;
+            for (int g = 0, two; g < n_rows; g += two ? KX_ROWS : LLAMAY_KX8_ROWS) {
+                two = KX_ROWS > LLAMAY_KX8_ROWS && n_tok > KX8_ONE_GROUP_TOKENS &&
+                      n_rows - g > LLAMAY_KX8_ROWS;
+                for (int t = 0; t < n_tok; t += KX_TOKENS) {
+                    const llamay_act_q *a[KX_TOKENS];
+                    kx_f v[KX_TOKENS];
+                    const int nt = n_tok - t < KX_TOKENS ? n_tok - t : KX_TOKENS;
                     for (int k = 0; k < nt; k++) {
                         a[k] = &acts[t + k];
                     }
-                    switch (nt) { /* a constant count: the token loops unroll into registers */
-                    case 1: kx8_group(type, w, a, r0 + g, 1, v); break;
-                    case 2: kx8_group(type, w, a, r0 + g, 2, v); break;
-                    case 3: kx8_group(type, w, a, r0 + g, 3, v); break;
-                    default: kx8_group(type, w, a, r0 + g, 4, v); break;
+                    /* a constant count: the token loops unroll into registers */
+#define KX8_CASE(n)                                                                             \
+    case n: kx8_group(type, w, a, r0 + g, two, n, v); break;
+                    switch (nt) {
+                    KX8_CASE(1)
+                    KX8_CASE(2)
+                    KX8_CASE(3)
+#if KX_TOKENS > 4
+                    KX8_CASE(4)
+                    KX8_CASE(5)
+                    KX8_CASE(6)
+                    KX8_CASE(7)
+#endif
+                    default: kx8_group(type, w, a, r0 + g, two, KX_TOKENS, v); break;
                     }
+#undef KX8_CASE
                     for (int k = 0; k < nt; k++) {
-                        _mm256_storeu_ps(&results[t + k][g], v[k]);
+                        kx_store_rows(&results[t + k][g], v[k], two);
                     }
                 }
             }
