@@ -64,7 +64,6 @@ INLINE kx_f kx_load_f16(const uint8_t *g, const uint8_t *next, int off) {
 #define kx_set1 _mm512_set1_epi32
 #define kx_set1_8 _mm512_set1_epi8
 #define kx_and _mm512_and_si512
-#define kx_or _mm512_or_si512
 #define kx_srli16 _mm512_srli_epi16
 #define kx_slli16 _mm512_slli_epi16
 #define kx_slli32 _mm512_slli_epi32
@@ -82,6 +81,9 @@ INLINE kx_f kx_load_f16(const uint8_t *g, const uint8_t *next, int off) {
 INLINE void kx_store_rows(float *p, kx_f v, int two) {
     _mm512_mask_storeu_ps(p, two ? 0xFFFF : 0x00FF, v);
 }
+
+/* (a & mask) | b: one vpternlogd */
+INLINE kx_i kx_and_or(kx_i a, kx_i mask, kx_i b) { return _mm512_ternarylogic_epi32(a, mask, b, 0xEA); }
 
 /* a chunk's products of lo and hi with the activations' four bytes xl and xh, added into the
    partial sums (int32) */
@@ -129,7 +131,6 @@ INLINE kx_f kx_load_f16(const uint8_t *g, const uint8_t *next, int off) {
 #define kx_set1 _mm256_set1_epi32
 #define kx_set1_8 _mm256_set1_epi8
 #define kx_and _mm256_and_si256
-#define kx_or _mm256_or_si256
 #define kx_srli16 _mm256_srli_epi16
 #define kx_slli16 _mm256_slli_epi16
 #define kx_slli32 _mm256_slli_epi32
@@ -147,6 +148,10 @@ INLINE kx_i kx_dot16(kx_i acc, kx_i a, kx_i b) {
 INLINE void kx_store_rows(float *p, kx_f v, int two) {
     (void)two;
     _mm256_storeu_ps(p, v);
+}
+
+INLINE kx_i kx_and_or(kx_i a, kx_i mask, kx_i b) {
+    return _mm256_or_si256(_mm256_and_si256(a, mask), b);
 }
 
 /* the partial sums are int16 pairs */
@@ -252,10 +257,13 @@ INLINE void kx8_q45_K_sub_block(const uint8_t *g, const uint8_t *next, const int
     for (int k = 0; k < 4; k++) {
         const int c = 4 * j + k;
         const kx_i q = kx_load(g, next, LLAMAY_KX8_Q4_K_QUANTS + 32 * c);
-        kx_i lo = kx_and(q, low4), hi = kx_and(kx_srli16(q, 4), low4);
+        kx_i lo, hi;
         if (fifth_bits) {
-            lo = kx_or(lo, kx_and(kx8_fifth_low(fifth, k), bit4));
-            hi = kx_or(hi, kx_and(kx8_fifth_high(fifth, k), bit4));
+            lo = kx_and_or(q, low4, kx_and(kx8_fifth_low(fifth, k), bit4));
+            hi = kx_and_or(kx_srli16(q, 4), low4, kx_and(kx8_fifth_high(fifth, k), bit4));
+        } else {
+            lo = kx_and(q, low4);
+            hi = kx_and(kx_srli16(q, 4), low4);
         }
         kx8_chunk_tokens(lo, hi, x, nt, c, partial);
         if ((k + 1) % chunks_per_sum == 0) {
@@ -315,8 +323,8 @@ INLINE void kx8_ints(int type, const uint8_t *g, const uint8_t *next,
                 /* the high bits, moved to bits 4-5 (no bit crosses into a kept position) */
                 const kx_i hl = k ? kx_slli16(h, 4) : h;
                 const kx_i hh = k ? kx_slli16(h, 2) : kx_srli16(h, 2);
-                const kx_i lo = kx_or(kx_and(q, low4), kx_and(hl, bits45));
-                const kx_i hi = kx_or(kx_and(kx_srli16(q, 4), low4), kx_and(hh, bits45));
+                const kx_i lo = kx_and_or(q, low4, kx_and(hl, bits45));
+                const kx_i hi = kx_and_or(kx_srli16(q, 4), low4, kx_and(hh, bits45));
                 kx8_chunk_tokens(lo, hi, x, nt, c, partial);
                 if ((k + 1) % KX_Q6_K_CHUNKS_PER_SUM == 0) {
                     kx8_take_partials(partial, scale, nt, i1);
