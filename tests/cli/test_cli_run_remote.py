@@ -247,7 +247,8 @@ def llamay_upstream(tmp_path_factory, gemma_path):
         time.sleep(0.1)
     yield url
     process.terminate()
-    process.wait(timeout=20)
+    # SIGTERM drains first: a request still in flight may run the grace period (25 s) out
+    process.wait(timeout=60)
     log.close()
 
 

@@ -11,6 +11,7 @@
 #if LLAMAY_HAVE_AVX2
 
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "blocks.h"

@@ -18,6 +18,7 @@
 #if LLAMAY_HAVE_AVX512
 
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "blocks.h"

@@ -240,55 +240,99 @@ INLINE void kx8_take_partials(kx_i *partial, kx_i scale, const int nt, kx_i *i1)
     }
 }
 
-/* Q4_K (fifth NULL) or Q5_K: sub-block j's integer dots, times its scales, added into i1 */
-INLINE void kx8_q45_K_sub_block(const uint8_t *g, const uint8_t *next, const int fifth_bits,
-                                const int8_t *const *x, const int nt, int j, kx_i scale,
-                                kx_i *i1) {
-    const kx_i low4 = kx_set1_8(0x0F), bit4 = kx_set1_8(0x10);
-    const int chunks_per_sum = fifth_bits ? KX_Q5_K_CHUNKS_PER_SUM : 4;
-    kx_i fifth = kx_zero();
-    if (fifth_bits) {
-        fifth = kx_load(g, next, LLAMAY_KX8_Q5_K_FIFTH + 32 * j);
+/* A super-block of KX_ROWS rows, expanded for the dots: its quants as whole bytes (chunk c's
+   low-half elements at [2c], its high-half ones at [2c + 1], each row's four bytes in its
+   lane), then each sub-block's scales at [KX8_SCALES + j]. Prefill expands a group's
+   super-blocks once for every token of its chunk: the bit assembly then costs nothing per
+   token. */
+#define KX8_SCALES 64
+#define KX8_EXPANDED 80 /* vectors per super-block */
+
+/* Sub-block j's scales (j < 8 for Q4_K and Q5_K, < 16 for Q6_K) */
+INLINE kx_i kx8_scale_of(int type, const uint8_t *g, const uint8_t *next, int j) {
+    if (type == LLAMAY_TYPE_Q6_K) {
+        return kx_scale(kx_load_pairs_i8(g, next, LLAMAY_KX8_Q6_K_SCALES + 16 * (j / 2)), j % 2);
     }
-    kx_i partial[KX_TOKENS];
-    for (int t = 0; t < nt; t++) {
-        partial[t] = kx_zero();
+    return kx_scale(kx_load_pairs_u8(g, next, LLAMAY_KX8_Q4_K_SCALES + 16 * (j / 2)), j % 2);
+}
+
+/* Chunk c's quants as whole bytes: its low-half elements into lo, its high-half ones into hi */
+INLINE void kx8_assemble(int type, const uint8_t *g, const uint8_t *next, int c, kx_i *lo,
+                         kx_i *hi) {
+    const kx_i low4 = kx_set1_8(0x0F);
+    if (type == LLAMAY_TYPE_Q6_K) {
+        /* q = low | high << 4 in [0, 64); chunk c's high bits are in pair c / 2 */
+        const kx_i bits45 = kx_set1_8(0x30);
+        const kx_i q = kx_load(g, next, LLAMAY_KX8_Q6_K_LOW + 32 * c);
+        const kx_i h = kx_load(g, next, LLAMAY_KX8_Q6_K_HIGH + 32 * (c / 2));
+        /* the high bits, moved to bits 4-5 (no bit crosses into a kept position) */
+        const kx_i hl = c % 2 ? kx_slli16(h, 4) : h;
+        const kx_i hh = c % 2 ? kx_slli16(h, 2) : kx_srli16(h, 2);
+        *lo = kx_and_or(q, low4, kx_and(hl, bits45));
+        *hi = kx_and_or(kx_srli16(q, 4), low4, kx_and(hh, bits45));
+        return;
     }
-    for (int k = 0; k < 4; k++) {
-        const int c = 4 * j + k;
-        const kx_i q = kx_load(g, next, LLAMAY_KX8_Q4_K_QUANTS + 32 * c);
-        kx_i lo, hi;
-        if (fifth_bits) {
-            lo = kx_and_or(q, low4, kx_and(kx8_fifth_low(fifth, k), bit4));
-            hi = kx_and_or(kx_srli16(q, 4), low4, kx_and(kx8_fifth_high(fifth, k), bit4));
-        } else {
-            lo = kx_and(q, low4);
-            hi = kx_and(kx_srli16(q, 4), low4);
-        }
-        kx8_chunk_tokens(lo, hi, x, nt, c, partial);
-        if ((k + 1) % chunks_per_sum == 0) {
-            kx8_take_partials(partial, scale, nt, i1);
+    const kx_i q = kx_load(g, next, LLAMAY_KX8_Q4_K_QUANTS + 32 * c);
+    if (type == LLAMAY_TYPE_Q5_K) { /* the fifth bits of sub-block c / 4 */
+        const kx_i bit4 = kx_set1_8(0x10);
+        const kx_i fifth = kx_load(g, next, LLAMAY_KX8_Q5_K_FIFTH + 32 * (c / 4));
+        *lo = kx_and_or(q, low4, kx_and(kx8_fifth_low(fifth, c % 4), bit4));
+        *hi = kx_and_or(kx_srli16(q, 4), low4, kx_and(kx8_fifth_high(fifth, c % 4), bit4));
+        return;
+    }
+    *lo = kx_and(q, low4);
+    *hi = kx_and(kx_srli16(q, 4), low4);
+}
+
+INLINE int kx8_chunks_per_scale(int type) { return type == LLAMAY_TYPE_Q6_K ? 2 : 4; }
+
+/* the super-block at g (and next), expanded into e as above */
+INLINE void kx8_expand(int type, const uint8_t *g, const uint8_t *next, kx_i *e) {
+    const int per = kx8_chunks_per_scale(type);
+    for (int j = 0; j < 32 / per; j++) {
+        e[KX8_SCALES + j] = kx8_scale_of(type, g, next, j);
+        for (int k = 0; k < per; k++) {
+            const int c = per * j + k;
+            kx8_assemble(type, g, next, c, &e[2 * c], &e[2 * c + 1]);
         }
     }
 }
 
-/* The integer dot products of one super-block of KX_ROWS rows with nt tokens' activations:
-   i1[t] (and, for Q4_K and Q5_K, i2[t] = -the min term). */
-INLINE void kx8_ints(int type, const uint8_t *g, const uint8_t *next,
+/* The integer dot products of one super-block with nt tokens' activations: i1[t] (and, for
+   Q4_K and Q5_K, i2[t] = -the min term), its quants read from the expansion e, or (e NULL)
+   assembled from the block as they are used. */
+INLINE void kx8_ints(int type, const kx_i *e, const uint8_t *g, const uint8_t *next,
                      const llamay_act_q *const *a, int b, const int nt, kx_i *i1, kx_i *i2) {
+    const int q6 = type == LLAMAY_TYPE_Q6_K;
+    const int per = kx8_chunks_per_scale(type);
+    const int chunks_per_sum = q6                         ? KX_Q6_K_CHUNKS_PER_SUM
+                               : type == LLAMAY_TYPE_Q5_K ? KX_Q5_K_CHUNKS_PER_SUM
+                                                          : 4;
     const int8_t *x[KX_TOKENS];
+    kx_i partial[KX_TOKENS];
     for (int t = 0; t < nt; t++) {
         x[t] = a[t]->qs + 256 * (size_t)b;
         i1[t] = kx_zero();
+        partial[t] = kx_zero();
     }
-    if (type == LLAMAY_TYPE_Q4_K || type == LLAMAY_TYPE_Q5_K) {
-        for (int p = 0; p < 4; p++) {
-            const kx_i pair = kx_load_pairs_u8(g, next, LLAMAY_KX8_Q4_K_SCALES + 16 * p);
-            for (int s = 0; s < 2; s++) {
-                kx8_q45_K_sub_block(g, next, type == LLAMAY_TYPE_Q5_K, x, nt, 2 * p + s,
-                                    kx_scale(pair, s), i1);
+    for (int j = 0; j < 32 / per; j++) {
+        const kx_i scale = e ? e[KX8_SCALES + j] : kx8_scale_of(type, g, next, j);
+        for (int k = 0; k < per; k++) {
+            const int c = per * j + k;
+            kx_i lo, hi;
+            if (e) {
+                lo = e[2 * c];
+                hi = e[2 * c + 1];
+            } else {
+                kx8_assemble(type, g, next, c, &lo, &hi);
+            }
+            kx8_chunk_tokens(lo, hi, x, nt, c, partial);
+            if ((k + 1) % chunks_per_sum == 0) {
+                kx8_take_partials(partial, scale, nt, i1);
             }
         }
+    }
+    if (!q6) {
         kx_i mins[4];
         for (int p = 0; p < 4; p++) {
             mins[p] = kx_load_pairs_u8(g, next, LLAMAY_KX8_Q4_K_MINS + 16 * p);
@@ -304,34 +348,7 @@ INLINE void kx8_ints(int type, const uint8_t *g, const uint8_t *next,
         }
         return;
     }
-    /* Q6_K: quants q = low | high << 4 in [0, 64); i1 = sum sc (q - 32) x, as
-       sum sc q x - 32 sum sc B over the sixteen-element sub-blocks */
-    const kx_i low4 = kx_set1_8(0x0F), bits45 = kx_set1_8(0x30);
-    kx_i partial[KX_TOKENS];
-    for (int t = 0; t < nt; t++) {
-        partial[t] = kx_zero();
-    }
-    for (int p = 0; p < 8; p++) {
-        /* sub-blocks 2p, 2p+1 of sixteen elements: chunks 4p .. 4p+3, high-bit pairs 2p, 2p+1 */
-        const kx_i pair = kx_load_pairs_i8(g, next, LLAMAY_KX8_Q6_K_SCALES + 16 * p);
-        for (int m = 2 * p; m < 2 * p + 2; m++) {
-            const kx_i scale = kx_scale(pair, m % 2);
-            const kx_i h = kx_load(g, next, LLAMAY_KX8_Q6_K_HIGH + 32 * m);
-            for (int k = 0; k < 2; k++) {
-                const int c = 2 * m + k;
-                const kx_i q = kx_load(g, next, LLAMAY_KX8_Q6_K_LOW + 32 * c);
-                /* the high bits, moved to bits 4-5 (no bit crosses into a kept position) */
-                const kx_i hl = k ? kx_slli16(h, 4) : h;
-                const kx_i hh = k ? kx_slli16(h, 2) : kx_srli16(h, 2);
-                const kx_i lo = kx_and_or(q, low4, kx_and(hl, bits45));
-                const kx_i hi = kx_and_or(kx_srli16(q, 4), low4, kx_and(hh, bits45));
-                kx8_chunk_tokens(lo, hi, x, nt, c, partial);
-                if ((k + 1) % KX_Q6_K_CHUNKS_PER_SUM == 0) {
-                    kx8_take_partials(partial, scale, nt, i1);
-                }
-            }
-        }
-    }
+    /* Q6_K: i1 = sum sc (q - 32) x, as sum sc q x - 32 sum sc B over the sub-blocks */
     kx_i offset[KX_TOKENS];
     for (int t = 0; t < nt; t++) {
         offset[t] = kx_zero();
@@ -352,9 +369,10 @@ INLINE void kx8_ints(int type, const uint8_t *g, const uint8_t *next,
 
 /* KX_ROWS rows from r0 (the group holding r0, and with sixteen lanes the group after it, or
    the same group again where `two` is 0) against nt tokens: their accumulators' trees, a
-   vector of rows per token, into out[t]. */
+   vector of rows per token, into out[t]. expanded: the rows' super-blocks, expanded, or NULL
+   to expand each as it is read (decode: every byte read once). */
 INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *const *a, int r0,
-                      int two, const int nt, kx_f *out) {
+                      int two, const int nt, kx_f *out, const kx_i *expanded) {
     const int nb = w->n_cols / 256;
     const int block_bytes = llamay_kx8_block_bytes(type);
     const size_t next_group = two ? (size_t)nb * (size_t)block_bytes : 0;
@@ -366,12 +384,16 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
     }
     for (int b = 0; b < nb; b++) {
         const uint8_t *g = llamay_kx8_block(w, r0, b), *next = g + next_group;
-        llamay_prefetch_ahead(g, (size_t)block_bytes); /* a group's blocks lie end to end */
-        if (KX_ROWS > 8 && two) {
-            llamay_prefetch_ahead(next, (size_t)block_bytes);
-        }
         kx_i i1[KX_TOKENS], i2[KX_TOKENS];
-        kx8_ints(type, g, next, a, b, nt, i1, i2);
+        if (expanded) {
+            kx8_ints(type, expanded + (size_t)b * KX8_EXPANDED, g, next, a, b, nt, i1, i2);
+        } else {
+            llamay_prefetch_ahead(g, (size_t)block_bytes); /* a group's blocks lie end to end */
+            if (KX_ROWS > LLAMAY_KX8_ROWS && two) {
+                llamay_prefetch_ahead(next, (size_t)block_bytes);
+            }
+            kx8_ints(type, NULL, g, next, a, b, nt, i1, i2);
+        }
         const kx_f d = kx_load_f16(g, next, 0);
         const int lane = b % LLAMAY_QUANT_LANES;
         for (int t = 0; t < nt; t++) {
@@ -390,8 +412,9 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
 }
 
 /* Decode steps of up to this many tokens read one group at a time (with sixteen lanes, the
-   group twice): the memory is the limit there, and it streams one address range faster than
-   two. */
+   group twice), expanding each super-block as they read it: the memory is the limit there,
+   and it streams one address range faster than two. Tokens for more than one pass expand a
+   group's (or two groups') super-blocks once, then share them. */
 #define KX8_ONE_GROUP_TOKENS 4
 
 /* Rows [row_begin, row_end) (row_begin a multiple of 8: threads split rows by 16) x n_tokens. */
@@ -401,6 +424,11 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
        output rows may lie a power of two apart, in one cache set */
     float results[TOKEN_CHUNK][LLAMAY_ROW_BLOCK];
     llamay_act_q acts[TOKEN_CHUNK];
+    const int nb = w->n_cols / 256;
+    kx_i *expanded = NULL; /* without it (no memory), each pass expands what it reads */
+    if (n_tokens > KX_TOKENS) {
+        expanded = aligned_alloc(64, (size_t)nb * KX8_EXPANDED * sizeof(kx_i));
+    }
     for (int t0 = 0; t0 < n_tokens; t0 += TOKEN_CHUNK) {
         const int n_tok = n_tokens - t0 < TOKEN_CHUNK ? n_tokens - t0 : TOKEN_CHUNK;
         for (int t = 0; t < n_tok; t++) {
@@ -411,6 +439,22 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
             for (int g = 0, two; g < n_rows; g += two ? KX_ROWS : LLAMAY_KX8_ROWS) {
                 two = KX_ROWS > LLAMAY_KX8_ROWS && n_tok > KX8_ONE_GROUP_TOKENS &&
                       n_rows - g > LLAMAY_KX8_ROWS;
+                const kx_i *e = NULL;
+                if (expanded && n_tok > KX_TOKENS) { /* shared by two passes or more */
+                    const size_t next_group =
+                        two ? (size_t)nb * (size_t)llamay_kx8_block_bytes(type) : 0;
+                    for (int b = 0; b < nb; b++) {
+                        const uint8_t *block = llamay_kx8_block(w, r0 + g, b);
+                        llamay_prefetch_ahead(block, (size_t)llamay_kx8_block_bytes(type));
+                        if (next_group) {
+                            llamay_prefetch_ahead(block + next_group,
+                                                  (size_t)llamay_kx8_block_bytes(type));
+                        }
+                        kx8_expand(type, block, block + next_group,
+                                   expanded + (size_t)b * KX8_EXPANDED);
+                    }
+                    e = expanded;
+                }
                 for (int t = 0; t < n_tok; t += KX_TOKENS) {
                     const llamay_act_q *a[KX_TOKENS];
                     kx_f v[KX_TOKENS];
@@ -420,7 +464,7 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
                     }
                     /* a constant count: the token loops unroll into registers */
 #define KX8_CASE(n)                                                                             \
-    case n: kx8_group(type, w, a, r0 + g, two, n, v); break;
+    case n: kx8_group(type, w, a, r0 + g, two, n, v, e); break;
                     switch (nt) {
                     KX8_CASE(1)
                     KX8_CASE(2)
@@ -431,7 +475,7 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
                     KX8_CASE(6)
                     KX8_CASE(7)
 #endif
-                    default: kx8_group(type, w, a, r0 + g, two, KX_TOKENS, v); break;
+                    default: kx8_group(type, w, a, r0 + g, two, KX_TOKENS, v, e); break;
                     }
 #undef KX8_CASE
                     for (int k = 0; k < nt; k++) {
@@ -442,4 +486,5 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
             llamay_store_results(out, out_stride, t0, n_tok, r0, n_rows, results);
         }
     }
+    free(expanded);
 }
