@@ -4,8 +4,9 @@
    32-element formats, whose weights are made unsigned by an offset that is taken back exactly
    with the activation block's sum, and for Q4_K, Q5_K and Q6_K (matmul_kx8.h: sixteen rows per
    zmm, then vpmulld by each sub-block's scale); vpmaddubsw + vpdpwssd for the other K-quants,
-   which folds each sub-block's scale into the int32 accumulation. Integer sums are exact in any order, so only
-   the fp32 steps need to follow the reference: per block b, fmaf into lane b % 8.
+   which folds each sub-block's scale into the int32 accumulation. Integer sums are exact in
+   any order, so only the fp32 steps need to follow the reference: per block b, fmaf into lane
+   b % 8.
 
    32-element formats read the packed weights (matmul_kernels.h): in a group of eight blocks,
    32-bit lane j (and j + 8) of every vpdpbusd is block j, so the eight lanes of one ymm

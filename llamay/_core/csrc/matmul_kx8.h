@@ -83,7 +83,9 @@ INLINE void kx_store_rows(float *p, kx_f v, int two) {
 }
 
 /* (a & mask) | b: one vpternlogd */
-INLINE kx_i kx_and_or(kx_i a, kx_i mask, kx_i b) { return _mm512_ternarylogic_epi32(a, mask, b, 0xEA); }
+INLINE kx_i kx_and_or(kx_i a, kx_i mask, kx_i b) {
+    return _mm512_ternarylogic_epi32(a, mask, b, 0xEA);
+}
 
 /* a chunk's products of lo and hi with the activations' four bytes xl and xh, added into the
    partial sums (int32) */
@@ -367,6 +369,22 @@ INLINE void kx8_ints(int type, const kx_i *e, const uint8_t *g, const uint8_t *n
     }
 }
 
+/* Bytes from a group's super-block to the same super-block of the next group, which fills
+   lanes 8-15 where `two` is set; 0 reads the same group into them. */
+INLINE size_t kx8_next_group(int type, int nb, int two) {
+    return two ? (size_t)nb * (size_t)llamay_kx8_block_bytes(type) : 0;
+}
+
+/* Asks for the bytes ahead of a super-block read from memory: a group's blocks lie end to
+   end, and with next_group, the next group's stream as well. */
+INLINE void kx8_prefetch(int type, const uint8_t *g, size_t next_group) {
+    const size_t block_bytes = (size_t)llamay_kx8_block_bytes(type);
+    llamay_prefetch_ahead(g, block_bytes);
+    if (next_group) {
+        llamay_prefetch_ahead(g + next_group, block_bytes);
+    }
+}
+
 /* KX_ROWS rows from r0 (the group holding r0, and with sixteen lanes the group after it, or
    the same group again where `two` is 0) against nt tokens: their accumulators' trees, a
    vector of rows per token, into out[t]. expanded: the rows' super-blocks, expanded, or NULL
@@ -374,8 +392,7 @@ INLINE void kx8_ints(int type, const kx_i *e, const uint8_t *g, const uint8_t *n
 INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *const *a, int r0,
                       int two, const int nt, kx_f *out, const kx_i *expanded) {
     const int nb = w->n_cols / 256;
-    const int block_bytes = llamay_kx8_block_bytes(type);
-    const size_t next_group = two ? (size_t)nb * (size_t)block_bytes : 0;
+    const size_t next_group = kx8_next_group(type, nb, two);
     kx_f acc[KX_TOKENS][LLAMAY_QUANT_LANES];
     for (int t = 0; t < nt; t++) {
         for (int l = 0; l < LLAMAY_QUANT_LANES; l++) {
@@ -388,10 +405,7 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
         if (expanded) {
             kx8_ints(type, expanded + (size_t)b * KX8_EXPANDED, g, next, a, b, nt, i1, i2);
         } else {
-            llamay_prefetch_ahead(g, (size_t)block_bytes); /* a group's blocks lie end to end */
-            if (KX_ROWS > LLAMAY_KX8_ROWS && two) {
-                llamay_prefetch_ahead(next, (size_t)block_bytes);
-            }
+            kx8_prefetch(type, g, next_group);
             kx8_ints(type, NULL, g, next, a, b, nt, i1, i2);
         }
         const kx_f d = kx_load_f16(g, next, 0);
@@ -412,9 +426,9 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
 }
 
 /* Decode steps of up to this many tokens read one group at a time (with sixteen lanes, the
-   group twice), expanding each super-block as they read it: the memory is the limit there,
-   and it streams one address range faster than two. Tokens for more than one pass expand a
-   group's (or two groups') super-blocks once, then share them. */
+   group twice), assembling each super-block's bits in registers as they read it: the memory
+   is the limit there, and it streams one address range faster than two. Tokens for more than
+   one pass expand a group's (or two groups') super-blocks once, then share them. */
 #define KX8_ONE_GROUP_TOKENS 4
 
 /* Rows [row_begin, row_end) (row_begin a multiple of 8: threads split rows by 16) x n_tokens. */
@@ -441,15 +455,10 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
                       n_rows - g > LLAMAY_KX8_ROWS;
                 const kx_i *e = NULL;
                 if (expanded && n_tok > KX_TOKENS) { /* shared by two passes or more */
-                    const size_t next_group =
-                        two ? (size_t)nb * (size_t)llamay_kx8_block_bytes(type) : 0;
+                    const size_t next_group = kx8_next_group(type, nb, two);
                     for (int b = 0; b < nb; b++) {
                         const uint8_t *block = llamay_kx8_block(w, r0 + g, b);
-                        llamay_prefetch_ahead(block, (size_t)llamay_kx8_block_bytes(type));
-                        if (next_group) {
-                            llamay_prefetch_ahead(block + next_group,
-                                                  (size_t)llamay_kx8_block_bytes(type));
-                        }
+                        kx8_prefetch(type, block, next_group);
                         kx8_expand(type, block, block + next_group,
                                    expanded + (size_t)b * KX8_EXPANDED);
                     }
