@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--hugepages", action="store_true", help="copy weights into 2 MiB pages")
     parser.add_argument("--budget", type=float, default=0.5, help="seconds per measurement")
     parser.add_argument(
-        "--kernels", default="best", help=f"kernel set: best or one of {mm.kernel_sets()}"
+        "--kernels", default="best", choices=["best", *mm.kernel_sets()], help="kernel set"
     )
     parser.add_argument(
         "--step-tokens",
