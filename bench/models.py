@@ -30,7 +30,7 @@ from llamay.gguf.writer import Typed
 from llamay.paths import llamay_home
 
 VOCABULARIES = Path(__file__).resolve().parents[1] / "tests" / "data" / "vocab"
-TYPES = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "Q4_0", "F16")
+TYPES = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "Q4_0", "Q3_K_M", "Q2_K", "IQ4_XS", "F16")
 
 
 @dataclass(frozen=True)

@@ -229,7 +229,7 @@ def test_a_matrix_too_big_for_the_caches_gives_the_same_bits_at_every_batch_size
             ), (kernels, n_tokens)
 
 
-@pytest.mark.parametrize("name", ["Q4_K", "Q5_K", "Q6_K"])
+@pytest.mark.parametrize("name", ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"])
 def test_interleaved_k_quants_in_every_tile_shape(name):
     # The AVX-512 kernel reads two groups of eight rows side by side, one group (twice) for a
     # few tokens, and tokens eight at a time: 29 rows make a block of sixteen, then one of

@@ -105,6 +105,12 @@ size_t llamay_packed_bytes(const llamay_weight *w) {
 _Static_assert(offsetof(block_q4_K, scales) == 4 && offsetof(block_q5_K, scales) == 4,
                "Q4_K and Q5_K begin with d, dmin and the scales");
 
+/* element e's four bits q of row `lane` into the chunks at `at` of the group's block g */
+static void pack_kx8_nibble(int e, int q, int lane, uint8_t *g, int at) {
+    const int c = e / 8, i = e % 4, high = (e % 8) / 4;
+    g[at + 32 * c + 4 * lane + i] |= (uint8_t)(q << (4 * high));
+}
+
 static void pack_kx8_q4_K(const uint8_t *block, const uint8_t *qs, const uint8_t *qh, int lane,
                           uint8_t *g) {
     memcpy(g + 2 * lane, block, 2);
@@ -118,9 +124,9 @@ static void pack_kx8_q4_K(const uint8_t *block, const uint8_t *qs, const uint8_t
     for (int e = 0; e < 256; e++) {
         /* the file: qs[32 (e / 64) + e % 32], low nibble for e % 64 < 32; qh[e % 32] bit e / 32 */
         const uint8_t q = (qs[32 * (e / 64) + e % 32] >> (4 * ((e % 64) / 32))) & 0xF;
-        const int c = e / 8, i = e % 4, high = (e % 8) / 4;
-        g[LLAMAY_KX8_Q4_K_QUANTS + 32 * c + 4 * lane + i] |= (uint8_t)(q << (4 * high));
+        pack_kx8_nibble(e, q, lane, g, LLAMAY_KX8_Q4_K_QUANTS);
         if (qh != NULL) {
+            const int c = e / 8, i = e % 4, high = (e % 8) / 4;
             const int fifth = (qh[e % 32] >> (e / 32)) & 1;
             g[LLAMAY_KX8_Q5_K_FIFTH + 32 * (c / 4) + 4 * lane + i] |=
                 (uint8_t)(fifth << (c % 4 + 4 * high));
@@ -140,7 +146,7 @@ static void pack_kx8_q6_K(const block_q6_K *x, int lane, uint8_t *g) {
         const int low = (x->ql[64 * half + l + 32 * (quarter % 2)] >> (4 * (quarter / 2))) & 0xF;
         const int high = (x->qh[32 * half + l] >> (2 * quarter)) & 3;
         const int c = e / 8, i = e % 4, upper = (e % 8) / 4;
-        g[LLAMAY_KX8_Q6_K_LOW + 32 * c + 4 * lane + i] |= (uint8_t)(low << (4 * upper));
+        pack_kx8_nibble(e, low, lane, g, LLAMAY_KX8_Q6_K_LOW);
         /* use s = 0..3 at bits 4, 6, 0, 2: the first lands in place, the others one shift
            away (matmul_kx8.h) */
         static const int bit[4] = {4, 6, 0, 2};
@@ -149,11 +155,73 @@ static void pack_kx8_q6_K(const block_q6_K *x, int lane, uint8_t *g) {
     }
 }
 
+/* Q3_K's and Q2_K's element e of row `lane`: its two low bits (code) and, for Q3_K, its third
+   bit (high; -1 for none), into the group's block g at low (and high) */
+static void pack_kx8_two_bits(int e, int code, int high, int lane, uint8_t *g, int low_at,
+                              int high_at) {
+    const int c = e / 8, i = e % 4, half = (e % 8) / 4;
+    g[low_at + 32 * (c / 2) + 4 * lane + i] |= (uint8_t)(code << (2 * (2 * (c % 2) + half)));
+    if (high >= 0) {
+        g[high_at + 32 * (c / 4) + 4 * lane + i] |= (uint8_t)(high << (2 * (c % 4) + half));
+    }
+}
+
+static void pack_kx8_q3_K(const block_q3_K *x, int lane, uint8_t *g) {
+    memcpy(g + 2 * lane, &x->d, 2);
+    int scales[16];
+    llamay_q3_K_scales(x->scales, scales);
+    for (int j = 0; j < 16; j++) {
+        g[LLAMAY_KX8_Q3_K_SCALES + 16 * (j / 2) + 2 * lane + j % 2] = (uint8_t)(int8_t)scales[j];
+    }
+    for (int e = 0; e < 256; e++) { /* the file: as matmul_ref.c's terms_q3_K */
+        const int half = e / 128, shift = (e % 128) / 32, l = e % 32;
+        const int low = (x->qs[32 * half + l] >> (2 * shift)) & 3;
+        const int high = (x->hmask[l] >> (4 * half + shift)) & 1;
+        pack_kx8_two_bits(e, low, high, lane, g, LLAMAY_KX8_Q3_K_LOW, LLAMAY_KX8_Q3_K_HIGH);
+    }
+}
+
+static void pack_kx8_q2_K(const block_q2_K *x, int lane, uint8_t *g) {
+    memcpy(g + 2 * lane, &x->d, 2);
+    memcpy(g + 16 + 2 * lane, &x->dmin, 2);
+    for (int j = 0; j < 16; j++) {
+        g[LLAMAY_KX8_Q2_K_SCALES + 16 * (j / 2) + 2 * lane + j % 2] = x->scales[j];
+    }
+    for (int e = 0; e < 256; e++) { /* the file: as matmul_ref.c's terms_q2_K */
+        const int half = e / 128, shift = 2 * ((e % 128) / 32), l = e % 32;
+        const int code = (x->qs[32 * half + l] >> shift) & 3;
+        pack_kx8_two_bits(e, code, -1, lane, g, LLAMAY_KX8_Q2_K_CODES, 0);
+    }
+}
+
+static void pack_kx8_iq4_xs(const block_iq4_xs *x, int lane, uint8_t *g) {
+    memcpy(g + 2 * lane, &x->d, 2);
+    for (int j = 0; j < 8; j++) {
+        const int scale = llamay_iq4_xs_scale(x->scales_h, x->scales_l, j);
+        g[LLAMAY_KX8_IQ4_XS_SCALES + 16 * (j / 2) + 2 * lane + j % 2] = (uint8_t)(int8_t)scale;
+    }
+    for (int e = 0; e < 256; e++) { /* the file: as matmul_ref.c's terms_iq4_xs */
+        const int l = e % 32, byte = x->qs[16 * (e / 32) + l % 16];
+        pack_kx8_nibble(e, l < 16 ? byte & 0xF : byte >> 4, lane, g, LLAMAY_KX8_IQ4_XS_QUANTS);
+    }
+}
+
+/* where a KX8 block's 32-byte chunks begin (before: fp16 arrays and scale pairs) */
+static int kx8_chunks_offset(int type) {
+    switch (type) {
+    case LLAMAY_TYPE_Q6_K: return LLAMAY_KX8_Q6_K_LOW;
+    case LLAMAY_TYPE_Q3_K: return LLAMAY_KX8_Q3_K_LOW;
+    case LLAMAY_TYPE_Q2_K: return LLAMAY_KX8_Q2_K_CODES;
+    case LLAMAY_TYPE_IQ4_XS: return LLAMAY_KX8_IQ4_XS_QUANTS;
+    default: return LLAMAY_KX8_Q4_K_QUANTS;
+    }
+}
+
 /* The bytes of row lane within a KX8 block, zeroed: a row owns 2 bytes of each fp16 array
    and of each scale pair, and 4 bytes of each 32-byte chunk. */
 static void clear_kx8_lane(int type, int lane, uint8_t *g) {
     const int block_bytes = llamay_kx8_block_bytes(type);
-    const int chunks_from = type == LLAMAY_TYPE_Q6_K ? LLAMAY_KX8_Q6_K_LOW : LLAMAY_KX8_Q4_K_QUANTS;
+    const int chunks_from = kx8_chunks_offset(type);
     for (int at = 0; at < chunks_from; at += 16) {
         memset(g + at + 2 * lane, 0, 2);
     }
@@ -179,8 +247,14 @@ static void pack_kx8_row(const llamay_weight *w, uint8_t *packed, int r) {
         } else if (w->type == LLAMAY_TYPE_Q5_K) {
             const block_q5_K *x = (const block_q5_K *)row + b;
             pack_kx8_q4_K((const uint8_t *)x, x->qs, x->qh, lane, g);
-        } else {
+        } else if (w->type == LLAMAY_TYPE_Q6_K) {
             pack_kx8_q6_K((const block_q6_K *)row + b, lane, g);
+        } else if (w->type == LLAMAY_TYPE_Q3_K) {
+            pack_kx8_q3_K((const block_q3_K *)row + b, lane, g);
+        } else if (w->type == LLAMAY_TYPE_IQ4_XS) {
+            pack_kx8_iq4_xs((const block_iq4_xs *)row + b, lane, g);
+        } else {
+            pack_kx8_q2_K((const block_q2_K *)row + b, lane, g);
         }
     }
 }

@@ -2,16 +2,16 @@
 
    Integer dot products use VNNI: vpdpbusd (unsigned x signed bytes into int32) for the
    32-element formats, whose weights are made unsigned by an offset that is taken back exactly
-   with the activation block's sum, and for Q4_K, Q5_K and Q6_K (matmul_kx8.h: sixteen rows per
-   zmm, then vpmulld by each sub-block's scale); vpmaddubsw + vpdpwssd for the other K-quants,
-   which folds each sub-block's scale into the int32 accumulation. Integer sums are exact in
+   with the activation block's sum, and for Q2_K..Q6_K (matmul_kx8.h: sixteen rows per zmm,
+   then vpmulld by each sub-block's scale); vpmaddubsw + vpdpwssd for the other 256-element
+   types, which folds each sub-block's scale into the int32 accumulation. Integer sums are exact in
    any order, so only the fp32 steps need to follow the reference: per block b, fmaf into lane
    b % 8.
 
    32-element formats read the packed weights (matmul_kernels.h): in a group of eight blocks,
    32-bit lane j (and j + 8) of every vpdpbusd is block j, so the eight lanes of one ymm
    accumulator are the eight canonical lanes, with no horizontal sums and no gathers.
-   256-element formats read the GGUF blocks: one super-block's integers at a time, reduced
+   The other 256-element formats read the GGUF blocks: one super-block's integers at a time, reduced
    eight at a time (eight tokens in prefill, eight rows in decode) so that the fp32 steps run
    with tokens or rows as lanes. */
 #include "matmul_kernels.h"
@@ -52,13 +52,6 @@ INLINE __m256 tree8_across(const __m256 a[8]) {
 }
 
 INLINE int32_t hsum_epi32(__m512i v) { return _mm512_reduce_add_epi32(v); }
-
-INLINE int32_t hsum256_epi32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-    return _mm_cvtsi128_si32(s);
-}
 
 /* ======================= fp32 weights: F32, F16, BF16 ======================= */
 
@@ -362,26 +355,23 @@ INLINE q32_table q32_table_for(int type) {
 
 /* ======================= 256-element formats x Q8_K ======================= */
 
-/* A super-block decoded for the integer dot: i1 = sum_k dpwssd(maddubs(w[k], x[k]), sc[k])
-   (or, for IQ4_XS, sum_k mullo(dpbusd(w[k], x[k]), sc[k])) + <bsums, corr>, and
-   i2 = -<bsums, mins>, where bsums are the activation's sixteen sums of 16 and corr takes the
+/* A super-block of the other 256-element types (Q2_K..Q6_K and IQ4_XS are KX8's,
+   matmul_kx8.h) decoded for the integer dot: i1 = sum_k dpwssd(maddubs(w[k], x[k]), sc[k]) +
+   <bsums, corr>, where bsums are the activation's sixteen sums of 16 and corr takes the
    weights' offset back: -offset times each 16 elements' scale. The IQ2/IQ3 grids give
    magnitudes; their signs negate the activation's bytes (x[k] where neg[k] is set). */
 typedef struct {
     __m512i w[4];    /* 256 unsigned weights in element order */
-    __m512i sc[4];   /* per-element-pair int16 scales (int32 per 4 for IQ4_XS) */
+    __m512i sc[4];   /* per-element-pair int16 scales */
     __mmask64 neg[4];
     __m256i corr;    /* int16 per 16 elements */
-    __m256i mins;    /* int16 per 16 elements */
-    float d, dmin;
+    float d;
 } super256;
 
 INLINE int offset256(int type) {
     switch (type) {
     case LLAMAY_TYPE_TQ1_0:
     case LLAMAY_TYPE_TQ2_0: return 1;
-    case LLAMAY_TYPE_Q3_K: return 4;
-    case LLAMAY_TYPE_IQ4_XS: return 128;
     default: return 0;
     }
 }
@@ -499,8 +489,6 @@ INLINE void tq1_0_digits(const block_tq1_0 *x, uint8_t digits[256]) {
     }
 }
 
-INLINE int has_min256(int type) { return type == LLAMAY_TYPE_Q2_K; }
-
 /* int16 scales, one per 16 elements -> four vectors of int16 pairs: vector k covers elements
    64k..64k+63, whose 128-bit lane i holds the pairs of sub-block 4k + i */
 INLINE void scales_per16(__m256i sc16, __m512i sc[4]) {
@@ -514,59 +502,12 @@ INLINE void scales_per16(__m256i sc16, __m512i sc[4]) {
     }
 }
 
-/* int16 scales in lanes first..first+7 of v, one per 32 elements -> four vectors of int16
-   pairs: vector k covers sub-blocks 2k (pairs 0-15) and 2k + 1 (pairs 16-31) */
-INLINE void scales_per32(__m256i v, int first, __m512i sc[4]) {
-    static const int16_t scale_of_pair[32] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                              1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    const __m512i base = _mm512_loadu_si512(scale_of_pair);
-    for (int k = 0; k < 4; k++) {
-        const __m512i index = _mm512_add_epi16(base, _mm512_set1_epi16((short)(first + 2 * k)));
-        sc[k] = _mm512_permutexvar_epi16(index, _mm512_castsi256_si512(v));
-    }
-}
-
-/* int16 lanes first..first+7 of v, one per 32 elements -> one per 16 elements */
-INLINE __m256i per32_to_per16(__m256i v, int first) {
-    const __m256i pairs = _mm256_setr_epi16(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    const __m256i index = _mm256_add_epi16(pairs, _mm256_set1_epi16((short)first));
-    return _mm256_permutexvar_epi16(index, v);
-}
-
-/* Q3_K: the sixteen scales, minus 32, as int16 */
-INLINE __m256i q3_K_scales(const uint8_t *packed) {
-    uint32_t u[3];
-    memcpy(u, packed, sizeof u);
-    const uint32_t low4 = 0x0f0f0f0f, two = 0x03030303;
-    const uint32_t s0 = (u[0] & low4) | ((u[2] & two) << 4);
-    const uint32_t s1 = (u[1] & low4) | (((u[2] >> 2) & two) << 4);
-    const uint32_t s2 = ((u[0] >> 4) & low4) | (((u[2] >> 4) & two) << 4);
-    const uint32_t s3 = ((u[1] >> 4) & low4) | (((u[2] >> 6) & two) << 4);
-    const __m128i bytes = _mm_set_epi64x(((uint64_t)s3 << 32) | s2, ((uint64_t)s1 << 32) | s0);
-    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(bytes), _mm256_set1_epi16(32));
-}
-
-/* IQ4_XS: the eight scales, minus 32, as int16 */
-INLINE __m128i iq4_xs_scales(const block_iq4_xs *x) {
-    uint32_t l;
-    memcpy(&l, x->scales_l, sizeof l);
-    const __m128i packed = _mm_cvtsi32_si128((int)l);
-    const __m128i low4 = _mm_set1_epi8(0x0F);
-    const __m128i nibbles = _mm_unpacklo_epi8(_mm_and_si128(packed, low4),
-                                              _mm_and_si128(_mm_srli_epi16(packed, 4), low4));
-    const __m128i shifts = _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14);
-    const __m128i all_high = _mm_set1_epi16((short)x->scales_h);
-    const __m128i high = _mm_and_si128(_mm_srlv_epi16(all_high, shifts), _mm_set1_epi16(3));
-    const __m128i scales = _mm_or_si128(_mm_cvtepu8_epi16(nibbles), _mm_slli_epi16(high, 4));
-    return _mm_sub_epi16(scales, _mm_set1_epi16(32));
-}
-
 /* [q | q >> 2] (16-bit shifts: each byte's bits stay its own up to its top two) */
 INLINE __m512i with_shifted2(__m256i q) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 2), 1);
 }
 
-/* Q2_K's, Q3_K's and TQ2_0's 64 bytes of 2-bit codes: bits 2s..2s+1 of byte 32c + l are
+/* TQ2_0's 64 bytes of 2-bit codes: bits 2s..2s+1 of byte 32c + l are
    element 128c + 32s + l */
 INLINE void two_bit_codes(const uint8_t *qs, __m512i w[4]) {
     for (int c = 0; c < 2; c++) {
@@ -576,42 +517,11 @@ INLINE void two_bit_codes(const uint8_t *qs, __m512i w[4]) {
     }
 }
 
-/* 64 bits: bit `bit` of each of the 32 bytes of b, then bit `bit` + 1 of each */
-INLINE __mmask64 bit_pair(__m256i b, int bit) {
-    const __mmask32 lo = _mm256_test_epi8_mask(b, _mm256_set1_epi8((char)(1 << bit)));
-    const __mmask32 hi = _mm256_test_epi8_mask(b, _mm256_set1_epi8((char)(1 << (bit + 1))));
-    return (__mmask64)lo | ((__mmask64)hi << 32);
-}
-
 INLINE void load_super256(int type, const uint8_t *row, int b, super256 *S) {
     switch (type) {
-    case LLAMAY_TYPE_Q2_K: {
-        const block_q2_K *x = (const block_q2_K *)row + b;
-        two_bit_codes(x->qs, S->w);
-        const __m256i packed = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
-        scales_per16(_mm256_and_si256(packed, _mm256_set1_epi16(0xF)), S->sc);
-        S->mins = _mm256_srli_epi16(packed, 4);
-        S->d = llamay_fp16_to_fp32(x->d);
-        S->dmin = llamay_fp16_to_fp32(x->dmin);
-        break;
-    }
-    case LLAMAY_TYPE_Q3_K: {
-        const block_q3_K *x = (const block_q3_K *)row + b;
-        const __m256i hmask = _mm256_loadu_si256((const __m256i *)x->hmask);
-        two_bit_codes(x->qs, S->w);
-        for (int k = 0; k < 4; k++) { /* elements 64k..64k+63: hmask bits 2k and 2k + 1 */
-            const __mmask64 high = bit_pair(hmask, 2 * k);
-            S->w[k] = _mm512_mask_add_epi8(S->w[k], high, S->w[k], _mm512_set1_epi8(4));
-        }
-        const __m256i sc16 = q3_K_scales(x->scales);
-        scales_per16(sc16, S->sc);
-        S->corr = _mm256_mullo_epi16(sc16, _mm256_set1_epi16((short)-offset256(type)));
-        S->d = llamay_fp16_to_fp32(x->d);
-        break;
-    }
     case LLAMAY_TYPE_TQ2_0:
     case LLAMAY_TYPE_TQ1_0: {
-        if (type == LLAMAY_TYPE_TQ2_0) { /* two-bit codes laid out as Q2_K's */
+        if (type == LLAMAY_TYPE_TQ2_0) {
             const block_tq2_0 *x = (const block_tq2_0 *)row + b;
             two_bit_codes(x->qs, S->w);
             S->d = llamay_fp16_to_fp32(x->d);
@@ -629,11 +539,7 @@ INLINE void load_super256(int type, const uint8_t *row, int b, super256 *S) {
         S->corr = _mm256_sub_epi16(_mm256_setzero_si256(), ones);
         break;
     }
-    case LLAMAY_TYPE_IQ2_XXS:
-    case LLAMAY_TYPE_IQ2_XS:
-    case LLAMAY_TYPE_IQ2_S:
-    case LLAMAY_TYPE_IQ3_XXS:
-    case LLAMAY_TYPE_IQ3_S: {
+    default: { /* IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S */
         grid256 q;
         decode_grid256(type, row, b, &q);
         for (int k = 0; k < 4; k++) {
@@ -644,35 +550,6 @@ INLINE void load_super256(int type, const uint8_t *row, int b, super256 *S) {
         }
         scales_per16(_mm256_loadu_si256((const __m256i *)q.scales), S->sc);
         S->d = q.d;
-        break;
-    }
-    default: { /* IQ4_XS */
-        const block_iq4_xs *x = (const block_iq4_xs *)row + b;
-        const __m512i table = lookup_table(kvalues_iq4nl);
-        for (int half = 0; half < 2; half++) {
-            const __m512i z = _mm512_loadu_si512(x->qs + 64 * half); /* sub-blocks 4h..4h+3 */
-            const __m512i low4 = _mm512_set1_epi8(0x0F);
-            const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(z, low4));
-            const __m512i high_nibbles = _mm512_and_si512(_mm512_srli_epi16(z, 4), low4);
-            const __m512i hi = _mm512_shuffle_epi8(table, high_nibbles);
-            /* sub-block i: 16 low nibbles (lo's lane i), then 16 high ones (hi's lane i) */
-            const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
-            const __m512i second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
-            S->w[2 * half] = _mm512_permutex2var_epi64(lo, first, hi);
-            S->w[2 * half + 1] = _mm512_permutex2var_epi64(lo, second, hi);
-        }
-        const __m128i s8 = iq4_xs_scales(x);
-        const __m256i s32 = _mm256_cvtepi16_epi32(s8);
-        for (int k = 0; k < 4; k++) {
-            /* the int32 lanes of sub-blocks 2k (0-7) and 2k + 1 (8-15) */
-            const __m512i index = _mm512_add_epi32(_mm512_set1_epi32(2 * k),
-                                                   _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0,
-                                                                     1, 1, 1, 1, 1, 1, 1, 1));
-            S->sc[k] = _mm512_permutexvar_epi32(index, _mm512_castsi256_si512(s32));
-        }
-        const __m256i s16 = per32_to_per16(_mm256_castsi128_si256(s8), 0);
-        S->corr = _mm256_mullo_epi16(s16, _mm256_set1_epi16(-128));
-        S->d = llamay_fp16_to_fp32(x->d);
         break;
     }
     }
@@ -686,12 +563,7 @@ INLINE __m512i k_dot(int type, const super256 *S, const int8_t *qs, __m256i bsum
         if (has_signs256(type)) {
             x = _mm512_mask_sub_epi8(x, S->neg[k], _mm512_setzero_si512(), x);
         }
-        if (type == LLAMAY_TYPE_IQ4_XS) {
-            const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), S->w[k], x);
-            sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(dot, S->sc[k]));
-        } else {
-            sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(S->w[k], x), S->sc[k]);
-        }
+        sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(S->w[k], x), S->sc[k]);
     }
     if (offset256(type)) {
         const __m512i corr = _mm512_zextsi256_si512(S->corr);
@@ -725,15 +597,6 @@ INLINE __m256i reduce8x16(const __m512i v[8]) {
     return reduce8(p[0], p[1], p[2], p[3]);
 }
 
-/* eight vectors of eight partial sums -> their eight sums */
-INLINE __m256i reduce8x8(const __m256i v[8]) {
-    __m512i p[4];
-    for (int i = 0; i < 4; i++) {
-        p[i] = _mm512_inserti64x4(_mm512_castsi256_si512(v[2 * i]), v[2 * i + 1], 1);
-    }
-    return reduce8(p[0], p[1], p[2], p[3]);
-}
-
 /* One row against a chunk of tokens. Eight tokens at a time, the fp32 steps run with the
    tokens as lanes: acc8[group][l] holds lane l of eight tokens' accumulators. */
 INLINE void k_row(int type, const llamay_weight *w, const uint8_t *act, int t0, int n_tok, int r,
@@ -762,25 +625,16 @@ INLINE void k_row(int type, const llamay_weight *w, const uint8_t *act, int t0, 
         for (int g = 0; g < n_vec / 8; g++) {
             const uint8_t *first = act + (size_t)(t0 + 8 * g) * w->act_row_bytes;
             __m512i sums[8];
-            __m256i mins[8];
             for (int i = 0; i < 8; i++) {
                 const llamay_act_q a = llamay_act_q_of(w, act, t0 + 8 * g + i);
                 const __m256i bsums = _mm256_loadu_si256((const __m256i *)(a.sum + 16 * (size_t)b));
                 sums[i] = k_dot(type, &S, a.qs + 256 * (size_t)b, bsums);
-                if (has_min256(type)) {
-                    mins[i] = _mm256_madd_epi16(bsums, S.mins);
-                }
             }
             const float *d = (const float *)(first + scales_offset) + b;
             const __m256 da = _mm256_i32gather_ps(d, row_offsets, 1);
             const __m256 i1 = _mm256_cvtepi32_ps(reduce8x16(sums));
-            __m256 s = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(S.d), da), i1, acc8[g][lane]);
-            if (has_min256(type)) {
-                const __m256i i2 = _mm256_sub_epi32(_mm256_setzero_si256(), reduce8x8(mins));
-                const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(S.dmin), da);
-                s = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(i2), s);
-            }
-            acc8[g][lane] = s;
+            acc8[g][lane] =
+                _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(S.d), da), i1, acc8[g][lane]);
         }
         for (int t = n_vec; t < n_tok; t++) {
             const llamay_act_q a = llamay_act_q_of(w, act, t0 + t);
@@ -788,10 +642,6 @@ INLINE void k_row(int type, const llamay_weight *w, const uint8_t *act, int t0, 
             const int32_t i1 = hsum_epi32(k_dot(type, &S, a.qs + 256 * (size_t)b, bsums));
             float *acc = &acc1[t - n_vec][lane];
             *acc = fmaf(S.d * a.d[b], (float)i1, *acc);
-            if (has_min256(type)) {
-                const int32_t i2 = -hsum256_epi32(_mm256_madd_epi16(bsums, S.mins));
-                *acc = fmaf(S.dmin * a.d[b], (float)i2, *acc);
-            }
         }
     }
     for (int g = 0; g < n_vec / 8; g++) {
@@ -816,34 +666,25 @@ INLINE __m256 k_rows8(int type, const llamay_weight *w, const llamay_act_q *a, i
     for (int b = 0; b < nb; b++) {
         const __m256i bsums = _mm256_loadu_si256((const __m256i *)(a->sum + 16 * (size_t)b));
         __m512i sums[8];
-        __m256i mins[8];
-        float d[8], dmin[8];
+        float d[8];
         for (int i = 0; i < 8; i++) {
             super256 S;
             load_super256(type, w->data + (size_t)(r0 + i) * w->row_bytes, b, &S);
             sums[i] = k_dot(type, &S, a->qs + 256 * (size_t)b, bsums);
             d[i] = S.d;
-            if (has_min256(type)) {
-                mins[i] = _mm256_madd_epi16(bsums, S.mins);
-                dmin[i] = S.dmin;
-            }
         }
         const __m256 da = _mm256_set1_ps(a->d[b]);
         const int lane = b % LLAMAY_QUANT_LANES;
         const __m256 dw = _mm256_loadu_ps(d);
         const __m256 i1 = _mm256_cvtepi32_ps(reduce8x16(sums));
         acc[lane] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), i1, acc[lane]);
-        if (has_min256(type)) {
-            const __m256 dm = _mm256_loadu_ps(dmin);
-            const __m256i i2 = _mm256_sub_epi32(_mm256_setzero_si256(), reduce8x8(mins));
-            acc[lane] = _mm256_fmadd_ps(_mm256_mul_ps(dm, da), _mm256_cvtepi32_ps(i2), acc[lane]);
-        }
     }
     return tree8_across(acc);
 }
 
 INLINE void k_store8(float *out, __m256 v) { _mm256_storeu_ps(out, v); }
 
+#define MATMUL_K_ROW 1
 #define MATMUL_K_ROWS8 1
 
 #define MATMUL_FN(name) avx512_##name

@@ -28,7 +28,8 @@
      q32_tile(type, w, act, t0, n_tok, r0, results, column, rows, acc, table): `rows` rows
        from r0 x tokens t0.., into results[t][column + i], with acc[i][t] to accumulate in;
        Q32_TILE_ROWS rows at a time, then one.
-   256-element formats:
+   256-element formats: Q2_K..Q6_K and IQ4_XS take the KX8 kernel (matmul_kx8.h, included
+   before this file); for the others, where MATMUL_K_ROW is 1:
      k_row(type, w, act, t0, n_tok, r, results, column, scratch): one row x tokens t0..,
        into results[t][column]; scratch: TOKEN_CHUNK x LLAMAY_QUANT_LANES floats it may use
      MATMUL_K_ROWS8: 1 where the set also has k_rows8(type, w, a, r0): eight rows x one token
@@ -122,6 +123,7 @@ INLINE void k_kernel(int type, const llamay_weight *w, const uint8_t *act, int n
         kx8_kernel(type, w, act, n_tokens, out, out_stride, row_begin, row_end);
         return;
     }
+#if MATMUL_K_ROW
     float scratch[TOKEN_CHUNK][LLAMAY_QUANT_LANES];
 #if MATMUL_K_ROWS8
     if (llamay_streams_rows(w, n_tokens)) {
@@ -174,6 +176,7 @@ INLINE void k_kernel(int type, const llamay_weight *w, const uint8_t *act, int n
             llamay_store_results(out, out_stride, t0, n_tok, r0, n_rows, results);
         }
     }
+#endif
 }
 
 /* ======================= the kernels, and the table of the set ======================= */

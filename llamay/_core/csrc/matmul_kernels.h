@@ -130,7 +130,7 @@ static inline uint64_t llamay_read_bits(const uint8_t *p, int first, int count) 
 }
 
 /* ---- packed weights of the K-quants: eight rows interleaved (KX8) ----
-   The SIMD kernels of Q4_K, Q5_K and Q6_K read a copy in which every group of eight rows is
+   The SIMD kernels of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS read a copy in which every group of eight rows is
    stored super-block by super-block, the eight rows' blocks interleaved, so that a 32-bit SIMD
    lane holds one row: a dot product accumulates the eight rows side by side, with no horizontal
    sum per super-block, and the fp32 steps run with the rows as lanes. The integers and the
@@ -156,17 +156,43 @@ static inline uint64_t llamay_read_bits(const uint8_t *p, int first, int count) 
    1168  the high two bits: chunk pair m = 0..15 (chunks 2m, 2m+1): 32 bytes, row r at
          4r..4r+3, byte i holding the high bits of element 8(2m + s/2) + i + 4(s%2) at bits
          4, 6, 0, 2 for s = 0, 1, 2, 3 (so that each is at most one shift from bits 4-5, where
-         it joins its low four bits) */
+         it joins its low four bits)
+   Q3_K (912 bytes: the 8 x 110 of the file, its 6-bit scales unpacked to bytes):
+      0  d[8]                   fp16
+     16  scales: as Q6_K's, each minus 32 (signed)
+    144  the low two bits: chunk pair m = 0..15 (chunks 2m, 2m+1): 32 bytes, row r at
+         4r..4r+3, byte i holding at bits 2s, 2s+1 (s = 0..3) element 8(2m + s/2) + 4(s%2) + i
+    656  the third bits (the file's hmask: set means no -4): chunk quad o = 0..7 (chunks
+         4o..4o+3): 32 bytes, row r at 4r..4r+3, byte i holding at bit k (k = 0..7) that of
+         element 8(4o + k/2) + 4(k%2) + i (each one 16-bit shift from bit 2, where it joins
+         its two low bits)
+   Q2_K (672 bytes, as the file's 8 x 84):
+      0  d[8], dmin[8]          fp16
+     32  scales and mins: pair p = 0..7 (16-element sub-blocks 2p, 2p+1): 16 bytes, row r at
+         2r: the file's two bytes (scale in the low nibble, min in the high one)
+    160  the two-bit codes: as Q3_K's low two bits
+   IQ4_XS (1104 bytes: the 8 x 136 of the file, its 6-bit scales unpacked to bytes):
+      0  d[8]                   fp16
+     16  scales: pair p = 0..3 (sub-blocks 2p, 2p+1): 16 bytes, row r at 2r, each minus 32
+     80  the four-bit indices into kvalues_iq4nl: chunks as Q4_K's quants */
 
 #define LLAMAY_KX8_ROWS 8
 
 static inline int llamay_is_kx8_type(int type) {
-    return type == LLAMAY_TYPE_Q4_K || type == LLAMAY_TYPE_Q5_K || type == LLAMAY_TYPE_Q6_K;
+    return type == LLAMAY_TYPE_Q2_K || type == LLAMAY_TYPE_Q3_K || type == LLAMAY_TYPE_Q4_K ||
+           type == LLAMAY_TYPE_Q5_K || type == LLAMAY_TYPE_Q6_K || type == LLAMAY_TYPE_IQ4_XS;
 }
 
 /* bytes of one super-block of a group of eight rows */
 static inline int llamay_kx8_block_bytes(int type) {
-    return type == LLAMAY_TYPE_Q4_K ? 1184 : type == LLAMAY_TYPE_Q5_K ? 1440 : 1680;
+    switch (type) {
+    case LLAMAY_TYPE_Q2_K: return 672;
+    case LLAMAY_TYPE_Q3_K: return 912;
+    case LLAMAY_TYPE_Q4_K: return 1184;
+    case LLAMAY_TYPE_Q5_K: return 1440;
+    case LLAMAY_TYPE_IQ4_XS: return 1104;
+    default: return 1680; /* Q6_K */
+    }
 }
 
 enum {
@@ -177,6 +203,13 @@ enum {
     LLAMAY_KX8_Q6_K_SCALES = 16,
     LLAMAY_KX8_Q6_K_LOW = 144,
     LLAMAY_KX8_Q6_K_HIGH = 1168,
+    LLAMAY_KX8_Q3_K_SCALES = 16,
+    LLAMAY_KX8_Q3_K_LOW = 144,
+    LLAMAY_KX8_Q3_K_HIGH = 656,
+    LLAMAY_KX8_Q2_K_SCALES = 32,
+    LLAMAY_KX8_Q2_K_CODES = 160,
+    LLAMAY_KX8_IQ4_XS_SCALES = 16,
+    LLAMAY_KX8_IQ4_XS_QUANTS = 80,
 };
 
 /* the super-block b of the group holding row r */

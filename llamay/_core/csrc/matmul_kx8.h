@@ -1,4 +1,4 @@
-/* Q4_K, Q5_K and Q6_K x Q8_K over the eight-row interleaved copy (KX8, matmul_kernels.h),
+/* Q2_K..Q6_K and IQ4_XS x Q8_K over the eight-row interleaved copy (KX8, matmul_kernels.h),
    written once for two vector widths: AVX2 (one group of eight rows per ymm) and AVX-512 VNNI
    (two groups side by side in a zmm, sixteen rows), chosen by KX8_AVX512 in the including file.
 
@@ -14,7 +14,12 @@
    the scale. The int16 sums never saturate: a Q4_K pair is at most 2 x 15 x 128 in magnitude,
    and one sub-block's eight of them per lane (four chunks) sum to at most 30720; a Q5_K pair
    at most 2 x 31 x 128, so its int16 sums are taken to int32 two chunks at a time, at most
-   31744; a Q6_K pair at most 2 x 63 x 128, taken to int32 one chunk at a time, at most 32256.
+   31744; a Q6_K pair at most 2 x 63 x 128, taken to int32 one chunk at a time, at most 32256;
+   Q3_K's and Q2_K's (codes below 8) a 16-element sub-block (two chunks) at a time, at most
+   7168. IQ4_XS's weights are signed there (vpmaddubsw of |w| with x signed as w: at most
+   2 x 127 x 127 a pair, activations stopping at -127), each half of a chunk widened by the
+   scale at once. AVX-512 makes them unsigned (+128) and takes 128 times each sub-block's
+   scaled activation sum back, as for Q6_K's offset.
    AVX-512: vpdpbusd adds each row's four products straight into int32 (a sub-block's sum is
    at most 32 x 31 x 128), then one vpmulld by the scale per sub-block.
 
@@ -100,6 +105,10 @@ INLINE kx_i kx_scale(kx_i pair, int s) {
 
 INLINE kx_i kx_scaled(kx_i partial, kx_i scale) { return _mm512_mullo_epi32(partial, scale); }
 
+/* IQ4_XS's values, made unsigned (+128: matmul_avx512.c's table) */
+INLINE kx_i kx_iq4_xs_table(void) { return lookup_table(kvalues_iq4nl); }
+#define kx_lookup _mm512_shuffle_epi8
+
 #else /* AVX2 */
 
 #define KX_ROWS 8
@@ -174,6 +183,18 @@ INLINE kx_i kx_scale(kx_i pair, int s) {
 
 INLINE kx_i kx_scaled(kx_i partial, kx_i scale) { return _mm256_madd_epi16(partial, scale); }
 
+/* IQ4_XS's values as they are (signed) */
+INLINE kx_i kx_iq4_xs_table(void) { return lookup_table(kvalues_iq4nl); }
+#define kx_lookup _mm256_shuffle_epi8
+#define KX_SIGNED_IQ4_XS 1
+
+/* a chunk of signed weights lo, hi with the activations' four bytes xl, xh: each half's int16
+   pairs (signed_pairs: no saturation) widened by the scale pair, into acc (int32) */
+INLINE kx_i kx_chunk_signed(kx_i acc, kx_i lo, kx_i hi, kx_i xl, kx_i xh, kx_i scale) {
+    return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(signed_pairs(lo, xl), scale),
+                                                  _mm256_madd_epi16(signed_pairs(hi, xh), scale)));
+}
+
 #endif
 
 /* ---- the kernel, written once ---- */
@@ -225,6 +246,22 @@ INLINE kx_i kx8_fifth_high(kx_i f, int k) {
     }
 }
 
+/* v's bits moved by `by` places (left where positive) within 16-bit lanes: an immediate
+   shift for each constant count */
+INLINE kx_i kx8_move_bits(kx_i v, int by) {
+    switch (by) {
+    case 2: return kx_slli16(v, 2);
+    case 1: return kx_slli16(v, 1);
+    case 0: return v;
+    case -1: return kx_srli16(v, 1);
+    case -2: return kx_srli16(v, 2);
+    case -3: return kx_srli16(v, 3);
+    case -4: return kx_srli16(v, 4);
+    case -5: return kx_srli16(v, 5);
+    default: return kx_srli16(v, 6);
+    }
+}
+
 /* Chunk c's products for each token, added into its partial sums: lo and hi are the chunk's
    weights of elements 8c + i and 8c + 4 + i (i = 0..3) in each row's four bytes */
 INLINE void kx8_chunk_tokens(kx_i lo, kx_i hi, const int8_t *const *x, const int nt, int c,
@@ -234,6 +271,16 @@ INLINE void kx8_chunk_tokens(kx_i lo, kx_i hi, const int8_t *const *x, const int
                               kx8_broadcast4(x[t] + 8 * c + 4));
     }
 }
+
+#ifdef KX_SIGNED_IQ4_XS
+INLINE void kx8_chunk_tokens_signed(kx_i lo, kx_i hi, const int8_t *const *x, const int nt,
+                                    int c, kx_i scale, kx_i *i1) {
+    for (int t = 0; t < nt; t++) {
+        i1[t] = kx_chunk_signed(i1[t], lo, hi, kx8_broadcast4(x[t] + 8 * c),
+                                kx8_broadcast4(x[t] + 8 * c + 4), scale);
+    }
+}
+#endif
 
 INLINE void kx8_take_partials(kx_i *partial, kx_i scale, const int nt, kx_i *i1) {
     for (int t = 0; t < nt; t++) {
@@ -250,18 +297,53 @@ INLINE void kx8_take_partials(kx_i *partial, kx_i scale, const int nt, kx_i *i1)
 #define KX8_SCALES 64
 #define KX8_EXPANDED 80 /* vectors per super-block */
 
-/* Sub-block j's scales (j < 8 for Q4_K and Q5_K, < 16 for Q6_K) */
+/* Q2_K's scale (low nibble) or min (high nibble) pairs p: the bytes as int16 pairs */
+INLINE kx_i kx8_q2_K_nibbles(const uint8_t *g, const uint8_t *next, int p, int high) {
+    const kx_i pair = kx_load_pairs_u8(g, next, LLAMAY_KX8_Q2_K_SCALES + 16 * p);
+    return high ? kx_srli16(pair, 4) : kx_and(pair, kx_set1(0x000F000F));
+}
+
+/* Sub-block j's scales (j < 8 for Q4_K and Q5_K, < 16 for Q2_K, Q3_K and Q6_K) */
 INLINE kx_i kx8_scale_of(int type, const uint8_t *g, const uint8_t *next, int j) {
-    if (type == LLAMAY_TYPE_Q6_K) {
+    switch (type) {
+    case LLAMAY_TYPE_Q6_K:
+    case LLAMAY_TYPE_Q3_K:
+    case LLAMAY_TYPE_IQ4_XS: /* the same place */
         return kx_scale(kx_load_pairs_i8(g, next, LLAMAY_KX8_Q6_K_SCALES + 16 * (j / 2)), j % 2);
+    case LLAMAY_TYPE_Q2_K: return kx_scale(kx8_q2_K_nibbles(g, next, j / 2, 0), j % 2);
+    default:
+        return kx_scale(kx_load_pairs_u8(g, next, LLAMAY_KX8_Q4_K_SCALES + 16 * (j / 2)), j % 2);
     }
-    return kx_scale(kx_load_pairs_u8(g, next, LLAMAY_KX8_Q4_K_SCALES + 16 * (j / 2)), j % 2);
 }
 
 /* Chunk c's quants as whole bytes: its low-half elements into lo, its high-half ones into hi */
 INLINE void kx8_assemble(int type, const uint8_t *g, const uint8_t *next, int c, kx_i *lo,
                          kx_i *hi) {
+    if (type == LLAMAY_TYPE_Q3_K || type == LLAMAY_TYPE_Q2_K) {
+        /* a code's two bits are at 2s of its byte, s = 2 (c % 2) + half; Q3_K's third bit
+           (k = 2 (c % 4) + half) is moved to bit 2: no bit crosses into a kept place */
+        const kx_i two = kx_set1_8(0x03), bit2 = kx_set1_8(0x04);
+        const int q3 = type == LLAMAY_TYPE_Q3_K, s = 2 * (c % 2), k = 2 * (c % 4);
+        const kx_i v = kx_load(g, next, (q3 ? LLAMAY_KX8_Q3_K_LOW : LLAMAY_KX8_Q2_K_CODES) +
+                                            32 * (c / 2));
+        if (!q3) {
+            *lo = kx_and(kx8_move_bits(v, -2 * s), two);
+            *hi = kx_and(kx8_move_bits(v, -2 * s - 2), two);
+            return;
+        }
+        const kx_i h = kx_load(g, next, LLAMAY_KX8_Q3_K_HIGH + 32 * (c / 4));
+        *lo = kx_and_or(kx8_move_bits(v, -2 * s), two, kx_and(kx8_move_bits(h, 2 - k), bit2));
+        *hi = kx_and_or(kx8_move_bits(v, -2 * s - 2), two,
+                        kx_and(kx8_move_bits(h, 1 - k), bit2));
+        return;
+    }
     const kx_i low4 = kx_set1_8(0x0F);
+    if (type == LLAMAY_TYPE_IQ4_XS) {
+        const kx_i q = kx_load(g, next, LLAMAY_KX8_IQ4_XS_QUANTS + 32 * c);
+        *lo = kx_lookup(kx_iq4_xs_table(), kx_and(q, low4));
+        *hi = kx_lookup(kx_iq4_xs_table(), kx_and(kx_srli16(q, 4), low4));
+        return;
+    }
     if (type == LLAMAY_TYPE_Q6_K) {
         /* q = low | high << 4 in [0, 64); chunk c's high bits are in pair c / 2 */
         const kx_i bits45 = kx_set1_8(0x30);
@@ -286,30 +368,72 @@ INLINE void kx8_assemble(int type, const uint8_t *g, const uint8_t *next, int c,
     *hi = kx_and(kx_srli16(q, 4), low4);
 }
 
-INLINE int kx8_chunks_per_scale(int type) { return type == LLAMAY_TYPE_Q6_K ? 2 : 4; }
+/* Q4_K's, Q5_K's and IQ4_XS's sub-blocks are 32 elements (four chunks), the others' 16 */
+INLINE int kx8_chunks_per_scale(int type) {
+    return type == LLAMAY_TYPE_Q4_K || type == LLAMAY_TYPE_Q5_K || type == LLAMAY_TYPE_IQ4_XS
+               ? 4
+               : 2;
+}
+
+/* out[t]: each row's int16 pairs w[p] (of 32-element sub-blocks 2p, 2p + 1) dotted with token
+   t's activation sums of those sub-blocks */
+INLINE void kx8_sums32(const kx_i w[4], const llamay_act_q *const *a, int b, const int nt,
+                       kx_i *out) {
+    for (int t = 0; t < nt; t++) {
+        int32_t pairs[4];
+        kx8_sum_pairs(a[t]->sum + 16 * (size_t)b, pairs);
+        out[t] = kx_zero();
+        for (int p = 0; p < 4; p++) {
+            out[t] = kx_dot16(out[t], w[p], kx_set1(pairs[p]));
+        }
+    }
+}
+
+/* the types with a second term (d_min times the mins' dot) */
+INLINE int kx8_has_mins(int type) {
+    return type == LLAMAY_TYPE_Q2_K || type == LLAMAY_TYPE_Q4_K || type == LLAMAY_TYPE_Q5_K;
+}
+
+/* The weights' terms of the 16-element activation sums: acc[t] += each row's int16 pair p
+   (pair_of, an expression of p) times token t's sums of sub-blocks 2p, 2p + 1. */
+#define KX8_SUB_BLOCK_SUMS(pair_of, acc)                                                        \
+    for (int p = 0; p < 8; p++) {                                                               \
+        const kx_i pair = (pair_of);                                                            \
+        for (int t = 0; t < nt; t++) {                                                          \
+            int32_t sums; /* an int16 pair, as they lie */                                      \
+            memcpy(&sums, a[t]->sum + 16 * (size_t)b + 2 * p, sizeof sums);                     \
+            (acc)[t] = kx_dot16((acc)[t], pair, kx_set1(sums));                                 \
+        }                                                                                       \
+    }
+
+/* Chunks are taken eight at a time, unrolled: within a super-block's eight, the bit shifts,
+   scale halves and sub-block ends are known when compiling. */
+#define KX8_UNROLL 8
 
 /* the super-block at g (and next), expanded into e as above */
 INLINE void kx8_expand(int type, const uint8_t *g, const uint8_t *next, kx_i *e) {
     const int per = kx8_chunks_per_scale(type);
-    for (int j = 0; j < 32 / per; j++) {
-        e[KX8_SCALES + j] = kx8_scale_of(type, g, next, j);
-        for (int k = 0; k < per; k++) {
-            const int c = per * j + k;
+    for (int c0 = 0; c0 < 32; c0 += KX8_UNROLL) {
+#pragma GCC unroll 8
+        for (int k = 0; k < KX8_UNROLL; k++) {
+            const int c = c0 + k;
+            if (c % per == 0) {
+                e[KX8_SCALES + c / per] = kx8_scale_of(type, g, next, c / per);
+            }
             kx8_assemble(type, g, next, c, &e[2 * c], &e[2 * c + 1]);
         }
     }
 }
 
 /* The integer dot products of one super-block with nt tokens' activations: i1[t] (and, for
-   Q4_K and Q5_K, i2[t] = -the min term), its quants read from the expansion e, or (e NULL)
-   assembled from the block as they are used. */
+   Q2_K, Q4_K and Q5_K, i2[t] = -the min term), its quants read from the expansion e, or (e
+   NULL) assembled from the block as they are used. */
 INLINE void kx8_ints(int type, const kx_i *e, const uint8_t *g, const uint8_t *next,
                      const llamay_act_q *const *a, int b, const int nt, kx_i *i1, kx_i *i2) {
-    const int q6 = type == LLAMAY_TYPE_Q6_K;
     const int per = kx8_chunks_per_scale(type);
-    const int chunks_per_sum = q6                         ? KX_Q6_K_CHUNKS_PER_SUM
+    const int chunks_per_sum = type == LLAMAY_TYPE_Q6_K   ? KX_Q6_K_CHUNKS_PER_SUM
                                : type == LLAMAY_TYPE_Q5_K ? KX_Q5_K_CHUNKS_PER_SUM
-                                                          : 4;
+                                                          : per;
     const int8_t *x[KX_TOKENS];
     kx_i partial[KX_TOKENS];
     for (int t = 0; t < nt; t++) {
@@ -317,10 +441,14 @@ INLINE void kx8_ints(int type, const kx_i *e, const uint8_t *g, const uint8_t *n
         i1[t] = kx_zero();
         partial[t] = kx_zero();
     }
-    for (int j = 0; j < 32 / per; j++) {
-        const kx_i scale = e ? e[KX8_SCALES + j] : kx8_scale_of(type, g, next, j);
-        for (int k = 0; k < per; k++) {
-            const int c = per * j + k;
+    for (int c0 = 0; c0 < 32; c0 += KX8_UNROLL) {
+        kx_i scale = kx_zero();
+#pragma GCC unroll 8
+        for (int k = 0; k < KX8_UNROLL; k++) {
+            const int c = c0 + k;
+            if (c % per == 0) {
+                scale = e ? e[KX8_SCALES + c / per] : kx8_scale_of(type, g, next, c / per);
+            }
             kx_i lo, hi;
             if (e) {
                 lo = e[2 * c];
@@ -328,44 +456,62 @@ INLINE void kx8_ints(int type, const kx_i *e, const uint8_t *g, const uint8_t *n
             } else {
                 kx8_assemble(type, g, next, c, &lo, &hi);
             }
+#ifdef KX_SIGNED_IQ4_XS
+            if (type == LLAMAY_TYPE_IQ4_XS) {
+                kx8_chunk_tokens_signed(lo, hi, x, nt, c, scale, i1);
+                continue;
+            }
+#endif
             kx8_chunk_tokens(lo, hi, x, nt, c, partial);
-            if ((k + 1) % chunks_per_sum == 0) {
+            if ((c % per + 1) % chunks_per_sum == 0) {
                 kx8_take_partials(partial, scale, nt, i1);
             }
         }
     }
-    if (!q6) {
+    if (type == LLAMAY_TYPE_Q2_K) {
+        for (int t = 0; t < nt; t++) {
+            i2[t] = kx_zero();
+        }
+        KX8_SUB_BLOCK_SUMS(kx8_q2_K_nibbles(g, next, p, 1), i2);
+        for (int t = 0; t < nt; t++) {
+            i2[t] = kx_sub32(kx_zero(), i2[t]);
+        }
+        return;
+    }
+    if (type == LLAMAY_TYPE_IQ4_XS) {
+#ifndef KX_SIGNED_IQ4_XS /* i1 = sum sc (w + 128) x - 128 sum sc B over the sub-blocks */
+        kx_i scales[4], offset[KX_TOKENS];
+        for (int p = 0; p < 4; p++) {
+            scales[p] = kx_load_pairs_i8(g, next, LLAMAY_KX8_IQ4_XS_SCALES + 16 * p);
+        }
+        kx8_sums32(scales, a, b, nt, offset);
+        for (int t = 0; t < nt; t++) {
+            i1[t] = kx_sub32(i1[t], kx_slli32(offset[t], 7));
+        }
+#endif
+        return;
+    }
+    if (per == 4) { /* Q4_K, Q5_K */
         kx_i mins[4];
         for (int p = 0; p < 4; p++) {
             mins[p] = kx_load_pairs_u8(g, next, LLAMAY_KX8_Q4_K_MINS + 16 * p);
         }
+        kx8_sums32(mins, a, b, nt, i2);
         for (int t = 0; t < nt; t++) {
-            int32_t pairs[4];
-            kx8_sum_pairs(a[t]->sum + 16 * (size_t)b, pairs);
-            kx_i m = kx_zero();
-            for (int p = 0; p < 4; p++) {
-                m = kx_dot16(m, mins[p], kx_set1(pairs[p]));
-            }
-            i2[t] = kx_sub32(kx_zero(), m);
+            i2[t] = kx_sub32(kx_zero(), i2[t]);
         }
         return;
     }
-    /* Q6_K: i1 = sum sc (q - 32) x, as sum sc q x - 32 sum sc B over the sub-blocks */
+    /* Q6_K (Q3_K): i1 = sum sc (q - 32) x (q - 4), as sum sc q x - 32 (4) sum sc B over the
+       sub-blocks; the two keep their scales in the same place */
     kx_i offset[KX_TOKENS];
     for (int t = 0; t < nt; t++) {
         offset[t] = kx_zero();
     }
-    for (int p = 0; p < 8; p++) {
-        const kx_i pair = kx_load_pairs_i8(g, next, LLAMAY_KX8_Q6_K_SCALES + 16 * p);
-        for (int t = 0; t < nt; t++) {
-            /* the activation sums of sub-blocks 2p, 2p+1: an int16 pair as they lie */
-            int32_t sums;
-            memcpy(&sums, a[t]->sum + 16 * (size_t)b + 2 * p, sizeof sums);
-            offset[t] = kx_dot16(offset[t], pair, kx_set1(sums));
-        }
-    }
+    KX8_SUB_BLOCK_SUMS(kx_load_pairs_i8(g, next, LLAMAY_KX8_Q6_K_SCALES + 16 * p), offset);
     for (int t = 0; t < nt; t++) {
-        i1[t] = kx_sub32(i1[t], kx_slli32(offset[t], 5));
+        offset[t] = type == LLAMAY_TYPE_Q6_K ? kx_slli32(offset[t], 5) : kx_slli32(offset[t], 2);
+        i1[t] = kx_sub32(i1[t], offset[t]);
     }
 }
 
@@ -413,7 +559,7 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
         for (int t = 0; t < nt; t++) {
             const kx_f da = kx_fset1(a[t]->d[b]);
             kx_f s = kx_fmadd(kx_fmul(d, da), kx_cvt(i1[t]), acc[t][lane]);
-            if (type != LLAMAY_TYPE_Q6_K) { /* Q4_K, Q5_K: the mins */
+            if (kx8_has_mins(type)) {
                 const kx_f dmin = kx_load_f16(g, next, 16);
                 s = kx_fmadd(kx_fmul(dmin, da), kx_cvt(i2[t]), s);
             }
@@ -430,6 +576,15 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
    is the limit there, and it streams one address range faster than two. Tokens for more than
    one pass expand a group's (or two groups') super-blocks once, then share them. */
 #define KX8_ONE_GROUP_TOKENS 4
+
+/* Whether sixteen lanes hold two groups for n_tok tokens. Q3_K and Q2_K always take two:
+   their codes cost several shifts a chunk (two arrays for Q3_K), so that even one token's
+   step is bound by the arithmetic, which two groups halve (bench_matmul.py, Q3_K 8192 x 2048,
+   one token: 12.6 against 28.0 GB/s). */
+INLINE int kx8_two_groups(int type, int n_tok) {
+    return KX_ROWS > LLAMAY_KX8_ROWS &&
+           (n_tok > KX8_ONE_GROUP_TOKENS || type == LLAMAY_TYPE_Q3_K || type == LLAMAY_TYPE_Q2_K);
+}
 
 /* Rows [row_begin, row_end) (row_begin a multiple of 8: threads split rows by 16) x n_tokens. */
 INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int n_tokens,
@@ -451,8 +606,7 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
         for (int r0 = row_begin; r0 < row_end; r0 += LLAMAY_ROW_BLOCK) {
             const int n_rows = row_end - r0 < LLAMAY_ROW_BLOCK ? row_end - r0 : LLAMAY_ROW_BLOCK;
             for (int g = 0, two; g < n_rows; g += two ? KX_ROWS : LLAMAY_KX8_ROWS) {
-                two = KX_ROWS > LLAMAY_KX8_ROWS && n_tok > KX8_ONE_GROUP_TOKENS &&
-                      n_rows - g > LLAMAY_KX8_ROWS;
+                two = kx8_two_groups(type, n_tok) && n_rows - g > LLAMAY_KX8_ROWS;
                 const kx_i *e = NULL;
                 if (expanded && n_tok > KX_TOKENS) { /* shared by two passes or more */
                     const size_t next_group = kx8_next_group(type, nb, two);
