@@ -406,15 +406,16 @@ INLINE int kx8_has_mins(int type) {
         }                                                                                       \
     }
 
-/* Chunks are taken eight at a time, unrolled: within a super-block's eight, the bit shifts,
-   scale halves and sub-block ends are known when compiling. */
-#define KX8_UNROLL 8
+/* Chunks are taken four at a time, unrolled: within a super-block's four, the bit shifts,
+   scale halves and sub-block ends are known when compiling (Q3_K's shifts had compiled to a
+   jump table). Eight at a time ran Q6_K's prefill 10% slower (more live registers). */
+#define KX8_UNROLL 4
 
 /* the super-block at g (and next), expanded into e as above */
 INLINE void kx8_expand(int type, const uint8_t *g, const uint8_t *next, kx_i *e) {
     const int per = kx8_chunks_per_scale(type);
     for (int c0 = 0; c0 < 32; c0 += KX8_UNROLL) {
-#pragma GCC unroll 8
+#pragma GCC unroll 4
         for (int k = 0; k < KX8_UNROLL; k++) {
             const int c = c0 + k;
             if (c % per == 0) {
@@ -443,7 +444,7 @@ INLINE void kx8_ints(int type, const kx_i *e, const uint8_t *g, const uint8_t *n
     }
     for (int c0 = 0; c0 < 32; c0 += KX8_UNROLL) {
         kx_i scale = kx_zero();
-#pragma GCC unroll 8
+#pragma GCC unroll 4
         for (int k = 0; k < KX8_UNROLL; k++) {
             const int c = c0 + k;
             if (c % per == 0) {
