@@ -54,10 +54,10 @@ typedef struct llamay_weight {
     /* The SIMD kernels of the 32-element formats read a packed copy instead: each group of
        eight blocks (the last holds the rest) with its scales together and its quants
        interleaved four bytes at a time (matmul_kernels.h), so that a 32-bit SIMD lane holds
-       one block. The SIMD kernels of Q2_K..Q6_K read a copy with eight rows interleaved (KX8,
-       matmul_kernels.h). packed_row_bytes is 0 where the kernels read `data`, else the
-       bytes of one row in the packed copy; the caller provides llamay_packed_bytes(w) bytes,
-       fills them with llamay_weight_pack and sets `packed`. */
+       one block. The SIMD kernels of Q2_K..Q6_K and IQ4_XS read a copy with eight rows
+       interleaved (KX8, matmul_kernels.h). packed_row_bytes is 0 where the kernels read
+       `data`, else the bytes of one row in the packed copy; the caller provides
+       llamay_packed_bytes(w) bytes, fills them with llamay_weight_pack and sets `packed`. */
     size_t packed_row_bytes;
     const uint8_t *packed;
     int act_kind;         /* enum llamay_act_kind */

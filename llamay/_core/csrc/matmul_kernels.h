@@ -130,11 +130,12 @@ static inline uint64_t llamay_read_bits(const uint8_t *p, int first, int count) 
 }
 
 /* ---- packed weights of the K-quants: eight rows interleaved (KX8) ----
-   The SIMD kernels of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS read a copy in which every group of eight rows is
-   stored super-block by super-block, the eight rows' blocks interleaved, so that a 32-bit SIMD
-   lane holds one row: a dot product accumulates the eight rows side by side, with no horizontal
-   sum per super-block, and the fp32 steps run with the rows as lanes. The integers and the
-   fp32 operations are the reference's (matmul.h); only where the bytes lie changes.
+   The SIMD kernels of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS read a copy in which every group
+   of eight rows is stored super-block by super-block, the eight rows' blocks interleaved, so
+   that a 32-bit SIMD lane holds one row: a dot product accumulates the eight rows side by side,
+   with no horizontal sum per super-block, and the fp32 steps run with the rows as lanes. The
+   integers and the fp32 operations are the reference's (matmul.h); only where the bytes lie
+   changes.
 
    A group of eight rows is n_blocks super-blocks of kx8_block_bytes each; row r of the matrix
    is lane r % 8 of group r / 8 (the last group's missing rows are zeros). Per super-block:
@@ -211,6 +212,10 @@ enum {
     LLAMAY_KX8_IQ4_XS_SCALES = 16,
     LLAMAY_KX8_IQ4_XS_QUANTS = 80,
 };
+/* matmul_kx8.h reads the signed scales of all three at Q6_K's offset */
+_Static_assert(LLAMAY_KX8_Q3_K_SCALES == LLAMAY_KX8_Q6_K_SCALES &&
+                   LLAMAY_KX8_IQ4_XS_SCALES == LLAMAY_KX8_Q6_K_SCALES,
+               "Q3_K's and IQ4_XS's KX8 scales lie where Q6_K's do");
 
 /* the super-block b of the group holding row r */
 static inline const uint8_t *llamay_kx8_block(const llamay_weight *w, int r, int b) {

@@ -225,31 +225,12 @@ INLINE void kx8_sum_pairs(const int16_t *sums, int32_t pairs[4]) {
     pairs[3] = packed[5];
 }
 
-/* Q5_K: the fifth bits of chunk k (of a sub-block's four) at bit 4 of each byte, for its low
-   and its high nibbles (matmul_kernels.h: bits k and 4 + k; 16-bit shifts by constants, no bit
-   crossing into bit 4 of another byte) */
-INLINE kx_i kx8_fifth_low(kx_i f, int k) {
-    switch (k) {
-    case 0: return kx_slli16(f, 4);
-    case 1: return kx_slli16(f, 3);
-    case 2: return kx_slli16(f, 2);
-    default: return kx_slli16(f, 1);
-    }
-}
-
-INLINE kx_i kx8_fifth_high(kx_i f, int k) {
-    switch (k) {
-    case 0: return f;
-    case 1: return kx_srli16(f, 1);
-    case 2: return kx_srli16(f, 2);
-    default: return kx_srli16(f, 3);
-    }
-}
-
 /* v's bits moved by `by` places (left where positive) within 16-bit lanes: an immediate
-   shift for each constant count */
+   shift for each constant count (the callers' counts, 4 down to -6) */
 INLINE kx_i kx8_move_bits(kx_i v, int by) {
     switch (by) {
+    case 4: return kx_slli16(v, 4);
+    case 3: return kx_slli16(v, 3);
     case 2: return kx_slli16(v, 2);
     case 1: return kx_slli16(v, 1);
     case 0: return v;
@@ -303,7 +284,7 @@ INLINE kx_i kx8_q2_K_nibbles(const uint8_t *g, const uint8_t *next, int p, int h
     return high ? kx_srli16(pair, 4) : kx_and(pair, kx_set1(0x000F000F));
 }
 
-/* Sub-block j's scales (j < 8 for Q4_K and Q5_K, < 16 for Q2_K, Q3_K and Q6_K) */
+/* Sub-block j's scales (j < 8 for Q4_K, Q5_K and IQ4_XS, < 16 for Q2_K, Q3_K and Q6_K) */
 INLINE kx_i kx8_scale_of(int type, const uint8_t *g, const uint8_t *next, int j) {
     switch (type) {
     case LLAMAY_TYPE_Q6_K:
@@ -357,11 +338,13 @@ INLINE void kx8_assemble(int type, const uint8_t *g, const uint8_t *next, int c,
         return;
     }
     const kx_i q = kx_load(g, next, LLAMAY_KX8_Q4_K_QUANTS + 32 * c);
-    if (type == LLAMAY_TYPE_Q5_K) { /* the fifth bits of sub-block c / 4 */
+    if (type == LLAMAY_TYPE_Q5_K) {
+        /* the fifth bits of sub-block c / 4: chunk c % 4's at bits c % 4 (low half) and
+           4 + c % 4 (high half), moved to bit 4; no bit crosses into bit 4 of another byte */
         const kx_i bit4 = kx_set1_8(0x10);
         const kx_i fifth = kx_load(g, next, LLAMAY_KX8_Q5_K_FIFTH + 32 * (c / 4));
-        *lo = kx_and_or(q, low4, kx_and(kx8_fifth_low(fifth, c % 4), bit4));
-        *hi = kx_and_or(kx_srli16(q, 4), low4, kx_and(kx8_fifth_high(fifth, c % 4), bit4));
+        *lo = kx_and_or(q, low4, kx_and(kx8_move_bits(fifth, 4 - c % 4), bit4));
+        *hi = kx_and_or(kx_srli16(q, 4), low4, kx_and(kx8_move_bits(fifth, -(c % 4)), bit4));
         return;
     }
     *lo = kx_and(q, low4);
