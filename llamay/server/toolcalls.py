@@ -180,8 +180,10 @@ def _framing(fmt: ToolFormat, parallel: bool) -> str:
 # (` <|constrain|>json<|message|>`) and as the template writes past calls
 # (`<|channel|>commentary json<|message|>`). Its markers are text to a grammar: gpt-oss's
 # vocabulary has them as tokens that are always rendered (tokenizer/vocab.py, as llama.cpp).
+# "json" follows a space or <|constrain|>, never the name itself: `get_timejson` would read
+# back as a call of a function of that name.
 _HARMONY_HEADER = (
-    'llamay-header ::= " "? ("<|channel|>commentary" " "?)? "<|constrain|>"? "json"? '
+    'llamay-header ::= " "? ("<|channel|>commentary" " "?)? ("<|constrain|>" "json"? | " json")? '
     '"<|message|>"\n'
 )
 

@@ -25,7 +25,7 @@ import llamay
 from llamay.gguf import read, writer
 from llamay.server import inference
 from llamay.server.answer import Answer
-from llamay.server.toolcalls import FORMATS, format_of, parse_calls
+from llamay.server.toolcalls import FORMATS, call_grammar, format_of, parse_calls
 from llamay.tokenizer.chat import ChatTemplate
 from llamay.tokenizer.chat_builtin import BUILTIN_TEMPLATES
 
@@ -521,3 +521,23 @@ def test_a_harmony_call_with_the_markers_own_tokens_is_held_to_the_schema(harmon
     [call] = answer.calls
     assert call.name == "get_weather"
     jsonschema.validate(call.arguments, SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("header", "accepted"),
+    [
+        (" <|constrain|>json", True),  # as gpt-oss writes a call
+        ("<|channel|>commentary json", True),  # as its template writes past calls
+        ("<|channel|>commentary <|constrain|>json", True),
+        ("", True),
+        ("json", False),  # would read back as a call of `get_timejson`
+        ("<|channel|>commentaryjson", False),
+    ],
+)
+def test_the_harmony_header_keeps_json_apart_from_the_name(header, accepted):
+    grammar = call_grammar(FORMATS["harmony"], [TIME], "named", "get_time")
+    text = f'<|channel|>commentary to=functions.get_time{header}<|message|>{{"zone": "UTC"}}'
+    assert grammar.accepts(text) is accepted
+    if accepted:
+        _, [call] = parse_calls(text, FORMATS["harmony"], [TIME])
+        assert (call.name, call.arguments) == ("get_time", {"zone": "UTC"})
