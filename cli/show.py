@@ -34,7 +34,7 @@ def show(model: str, as_json: bool) -> None:
         for t in gg.tensors.values()
     ]
     if as_json:
-        metadata = {key: _jsonable(value) for key, value in gg.metadata.items()}
+        metadata = {key: gguf.plain_value(value) for key, value in gg.metadata.items()}
         click.echo(json.dumps({"metadata": metadata, "tensors": tensors}, ensure_ascii=False))
         return
     click.echo(f"file       {path}")
@@ -54,17 +54,9 @@ def show(model: str, as_json: bool) -> None:
         click.echo(f"  {t['name']:<{width}}  {t['type']:<7}  {shape}")
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    return value
-
-
 def _summary(value: Any) -> str:
-    if isinstance(value, (list, np.ndarray)):
-        items = _jsonable(value[:_SHOWN_ITEMS])
+    if isinstance(value, (list, np.ndarray, gguf.StringArray)):
+        items = gguf.plain_value(value[:_SHOWN_ITEMS])
         more = f", ... ({len(value)} items)" if len(value) > _SHOWN_ITEMS else ""
         return "[" + ", ".join(repr(v) for v in items) + more + "]"
     if isinstance(value, str) and (len(value) > 120 or "\n" in value):

@@ -11,12 +11,15 @@ Every set gives the same bits; the matmul and the other kernels use the same set
 """
 
 import mmap
+import os
 
 import numpy as np
 
-from libc.stdint cimport int32_t, uint8_t
+from libc.errno cimport EINTR, EIO, errno
+from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memset
+from posix.unistd cimport close, pread
 
 from llamay._core.forward cimport *
 from llamay._core.pages cimport PageMemory, llamay_pages
@@ -84,7 +87,12 @@ cdef class Engine:
     cdef readonly str kernels
     cdef readonly size_t packed_bytes  # the huge-page region of the weight matrices
     cdef readonly size_t scratch_bytes
-    cdef size_t embd_file_bytes  # the token table's bytes where it is read from the file
+    # Where the token table is read from its file (a row per token into embd_rows, with
+    # pread): embd_fd -1 where the table is in memory.
+    cdef int embd_fd
+    cdef int64_t embd_start
+    cdef size_t embd_row_bytes
+    cdef uint8_t *embd_rows
     cdef list _keep  # the arrays the C descriptor points into
 
     def __cinit__(self, spec, PageMemory memory not None, int threads, int max_tokens,
@@ -104,6 +112,7 @@ cdef class Engine:
         self.kernels = KERNEL_SETS[kernel_set]
         self._keep = []
         memset(&self.c, 0, sizeof(self.c))
+        self.embd_fd = -1
         self.layers = <llamay_layer *>calloc(hp.n_layer, sizeof(llamay_layer))
         self.moes = <llamay_moe *>calloc(hp.n_layer, sizeof(llamay_moe))
         self.n_expert_weights = sum(3 * layer.moe.n_expert for layer in spec.layers if layer.moe)
@@ -188,11 +197,16 @@ cdef class Engine:
         self._pack()
         if spec.output.tensor is spec.token_embd and not c.output.w.packed_row_bytes:
             c.tok_embd = c.output.w.data  # tied, and copied as it is: read the copy
-        elif _file_mapped(spec.token_embd.data):
-            # Read from the file a row per token: a long prompt would leave tens of MB of the
-            # table resident beside its packed copy (tied) or for good (untied). Each step
-            # drops them again (the page cache keeps them).
-            self.embd_file_bytes = spec.token_embd.nbytes
+        elif spec.token_embd.span is not None and _file_mapped(spec.token_embd.data):
+            # Read a row per token from the file, not through the mapping: each row touched
+            # there would map the 64 KiB around it, tens of MB over a long prompt beside the
+            # table's packed copy (tied) or for good (untied).
+            self.embd_row_bytes = spec.token_embd.nbytes // spec.n_vocab
+            self.embd_start = spec.token_embd.span.start
+            self.embd_rows = <uint8_t *>malloc(max_tokens * self.embd_row_bytes)
+            if self.embd_rows == NULL:
+                raise MemoryError()
+            self.embd_fd = spec.token_embd.span.open()
         self.scratch_bytes = llamay_scratch_bytes(c, max_tokens)
         self.scratch = llamay_scratch_new(c, max_tokens)
         if self.scratch == NULL:
@@ -207,6 +221,11 @@ cdef class Engine:
         free(self.layers)
         free(self.moes)
         free(self.expert_weights)
+        free(self.embd_rows)
+        if self.embd_fd >= 0:
+            close(self.embd_fd)
+        self.embd_fd = -1
+        self.embd_rows = NULL
         self.scratch = NULL
         self.packed = NULL
         self.layers = NULL
@@ -342,6 +361,24 @@ cdef class Engine:
             free(all)
         return 0
 
+    cdef int _read_embd_rows(self, int n, const int32_t *tokens) noexcept nogil:
+        """Tokens' rows of the table into embd_rows, from the file; 0, or an errno value."""
+        cdef size_t size = self.embd_row_bytes, done
+        cdef ssize_t got
+        cdef int i
+        for i in range(n):
+            done = 0
+            while done < size:
+                got = pread(self.embd_fd, self.embd_rows + <size_t>i * size + done, size - done,
+                            self.embd_start + <int64_t>tokens[i] * <int64_t>size + <int64_t>done)
+                if got > 0:
+                    done += got
+                elif got == 0:  # the file was cut short under the model
+                    return EIO
+                elif errno != EINTR:
+                    return errno
+        return 0
+
     @property
     def n_vocab(self) -> int:
         return self.c.n_vocab
@@ -387,6 +424,7 @@ cdef class Engine:
             raise MemoryError()
         cdef llamay_batch batch
         cdef const int32_t[::1] last
+        cdef int status
         try:
             views = [_page_table(t, kv) for t in page_tables]
             for i in range(n):
@@ -421,10 +459,14 @@ cdef class Engine:
             batch.hidden = hidden
             if self.c.bidirectional:
                 batch.last_positions = &last[0]
+            if self.embd_fd >= 0:
+                with nogil:
+                    status = self._read_embd_rows(n, &tokens[0])
+                if status:
+                    raise OSError(status, f"cannot read the token table: {os.strerror(status)}")
+                batch.embd_rows = self.embd_rows
             with nogil:
                 llamay_forward(&self.c, kv, self.scratch, &batch, self.threads)
-                if self.embd_file_bytes:
-                    llamay_release_file_pages(self.c.tok_embd, self.embd_file_bytes)
         finally:
             free(tables)
 
@@ -452,6 +494,7 @@ cdef llamay_batch _batch(int n, const int32_t *tokens, const int32_t *positions,
     b.logits = logits
     b.hidden = 0
     b.last_positions = NULL
+    b.embd_rows = NULL
     return b
 
 

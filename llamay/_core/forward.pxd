@@ -75,7 +75,6 @@ cdef extern from "weights.h" nogil:
     size_t llamay_copy_bytes(const llamay_weight *w)
     uint8_t *llamay_huge_alloc(size_t n)
     void llamay_copy_weight(llamay_weight *w, uint8_t *dest, int n_threads)
-    void llamay_release_file_pages(const uint8_t *p, size_t n)
 
 cdef extern from "forward.h" nogil:
     int LLAMAY_MAX_ROPES
@@ -152,6 +151,7 @@ cdef extern from "forward.h" nogil:
         float *logits
         int hidden
         const int32_t *last_positions
+        const uint8_t *embd_rows
     ctypedef struct llamay_scratch:
         pass
     llamay_scratch *llamay_scratch_new(const llamay_model *m, int max_tokens)

@@ -13,7 +13,7 @@ byte strings that the loops query in C, without making a Python object per candi
 
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from libc.stdint cimport int32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 
@@ -32,35 +32,37 @@ cdef inline uint64_t fnv1a(const char *p, Py_ssize_t n) noexcept nogil:
 
 @cython.final
 cdef class StringTable:
-    """Byte strings to ints, for the merge loops. The first of equal keys keeps its value."""
+    """Byte strings to their index, for the merge loops: key i is blob[offsets[i]:offsets[i + 1]]
+    (a llamay.gguf.StringArray's two parts). The first of equal keys keeps its index;
+    `first_duplicate` is (i, j) for the first key j equal to an earlier key i, or None."""
 
     cdef bytes _blob  # every key, back to back
     cdef const char *_data  # _blob's bytes
-    cdef Py_ssize_t *_offsets  # key i is _blob[_offsets[i]:_offsets[i + 1]]
-    cdef int32_t *_values
+    cdef object _offsets_owner  # the array that _offsets points into
+    cdef const int64_t *_offsets  # key i is _blob[_offsets[i]:_offsets[i + 1]]
     cdef int32_t *_slots  # key index, or -1
     cdef uint64_t _mask
+    cdef readonly object first_duplicate
 
-    def __cinit__(self, list keys, list values):
-        if len(keys) != len(values):
-            raise ValueError("one value per key")
-        cdef Py_ssize_t n = len(keys), i, size = 16
+    def __cinit__(self, bytes blob, const int64_t[::1] offsets):
+        cdef Py_ssize_t n = offsets.shape[0] - 1, i, size = 16
+        if n < 0 or offsets[0] != 0 or offsets[n] != len(blob):
+            raise ValueError("offsets must run from 0 to the blob's length")
         while size < 2 * n:
             size *= 2
         self._mask = size - 1
-        self._blob = b"".join(keys)
+        for i in range(n):
+            if offsets[i + 1] < offsets[i]:
+                raise ValueError("offsets must not decrease")
+        self._blob = blob
         self._data = PyBytes_AS_STRING(self._blob)
-        self._offsets = <Py_ssize_t *> malloc((n + 1) * sizeof(Py_ssize_t))
-        self._values = <int32_t *> malloc(max(n, 1) * sizeof(int32_t))
+        self._offsets_owner = offsets  # read-only from here on: the keys never change
+        self._offsets = &offsets[0]
         self._slots = <int32_t *> malloc(size * sizeof(int32_t))
-        if self._offsets == NULL or self._values == NULL or self._slots == NULL:
+        if self._slots == NULL:
             raise MemoryError()
         for i in range(size):
             self._slots[i] = -1
-        self._offsets[0] = 0
-        for i in range(n):
-            self._offsets[i + 1] = self._offsets[i] + PyBytes_GET_SIZE(keys[i])
-            self._values[i] = values[i]
         cdef uint64_t slot
         for i in range(n):
             slot = self._find(
@@ -68,10 +70,10 @@ cdef class StringTable:
             )
             if self._slots[slot] < 0:
                 self._slots[slot] = <int32_t> i
+            elif self.first_duplicate is None:
+                self.first_duplicate = (self._slots[slot], i)
 
     def __dealloc__(self):
-        free(self._offsets)
-        free(self._values)
         free(self._slots)
 
     cdef uint64_t _find(self, const char *key, Py_ssize_t n) noexcept nogil:
@@ -88,9 +90,8 @@ cdef class StringTable:
             slot = (slot + 1) & self._mask
 
     cdef inline int32_t lookup(self, const char *key, Py_ssize_t n) noexcept nogil:
-        """The value of `key`, or -1."""
-        cdef int32_t entry = self._slots[self._find(key, n)]
-        return -1 if entry < 0 else self._values[entry]
+        """The index of `key`, or -1."""
+        return self._slots[self._find(key, n)]
 
     def get(self, bytes key) -> int | None:
         cdef int32_t value = self.lookup(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))

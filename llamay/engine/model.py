@@ -89,11 +89,6 @@ class Model:
         # generate()'s prompt-lookup default: a speed knob only, the tokens are the same bits
         self.lookup = lookup
         self.tokenizer: Tokenizer = read_tokenizer(self.file)
-        # A BPE vocabulary's merges are read once, into the encoder's own table of bytes; as
-        # Python strings (Llama 3's 280,147: 17 MB) the metadata and the vocab held them for
-        # nothing.
-        self.file.metadata.pop("tokenizer.ggml.merges", None)
-        self.tokenizer.vocab.merges = []
         spec = model_spec(self.file, hp, self.n_ctx)
         self.n_vocab = spec.n_vocab
         # how embed() pools (llamay.engine.pooling), and a reranker's head

@@ -1,7 +1,8 @@
 """GGUF files: read (mmap, zero-copy tensor views, validation), write, and the ggml type table."""
 
 from llamay.gguf.format import ValueType
-from llamay.gguf.reader import GGUFFile, Tensor, read
+from llamay.gguf.reader import GGUFFile, Tensor, plain_value, read
+from llamay.gguf.strings import StringArray
 from llamay.gguf.types import BY_ID, BY_NAME, GGMLType
 from llamay.gguf.writer import RawTensor, Typed, write
 
@@ -11,9 +12,11 @@ __all__ = [
     "GGMLType",
     "GGUFFile",
     "RawTensor",
+    "StringArray",
     "Tensor",
     "Typed",
     "ValueType",
+    "plain_value",
     "read",
     "write",
 ]

@@ -27,6 +27,7 @@ from llamay.gguf.format import (
     VERSIONS,
     ValueType,
 )
+from llamay.gguf.strings import StringArray
 from llamay.gguf.types import BY_ID, GGMLType
 
 _U32 = struct.Struct("<I")
@@ -38,6 +39,33 @@ _MIN_BYTES[ValueType.STRING] = 8
 _MIN_BYTES[ValueType.ARRAY] = 12
 
 
+@dataclass(frozen=True)
+class FileSpan:
+    """Where a tensor's bytes lie in its file, to read them again without mapping them: a read
+    copies from the page cache, while a page touched through the mapping stays in the process's
+    resident set (with the kernel's fault-around, 64 KiB for each row touched)."""
+
+    path: Path
+    start: int  # absolute byte offset of the tensor's first byte
+    identity: tuple[int, int, int, int]  # the file's st_dev, st_ino, st_size, st_mtime_ns
+
+    def open(self) -> int:
+        """A read-only descriptor of the file, which must be the one parsed; ModelFormatError
+        when it has been replaced or rewritten since."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as error:
+            raise ModelFormatError(f"{self.path}: cannot reopen: {error.strerror}") from None
+        if _identity(os.fstat(fd)) != self.identity:
+            os.close(fd)
+            raise ModelFormatError(f"{self.path}: the file changed while the model was loading")
+        return fd
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 @dataclass(eq=False)
 class Tensor:
     """One tensor of a GGUF file; `data` is a read-only view of the mapped bytes (no copy)."""
@@ -47,6 +75,7 @@ class Tensor:
     shape: tuple[int, ...]  # GGUF order: the fastest-varying dimension first
     offset: int  # as stored: relative to the start of the data section
     data: np.ndarray = field(repr=False)  # uint8, exactly the tensor's bytes
+    span: FileSpan | None = field(default=None, repr=False)  # where `data` lies in the file
 
     @property
     def type(self) -> str:
@@ -122,13 +151,14 @@ def read(path: str | os.PathLike[str]) -> GGUFFile:
         if size == 0:
             raise ModelFormatError(f"{path}: empty file, not a GGUF file")
         mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        identity = _identity(st)
     finally:
         os.close(fd)
     if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_RANDOM"):
         # The header is read once; tensor pages are faulted in by the kernels, not read ahead.
         mapped.madvise(mmap.MADV_RANDOM, 0, min(size, 1 << 20))
     try:
-        gguf = _Parser(path, mapped).parse()
+        gguf = _Parser(path, mapped, identity).parse()
     except ModelFormatError:
         with contextlib.suppress(BufferError):  # views made before the error keep it mapped
             mapped.close()
@@ -142,9 +172,11 @@ def read(path: str | os.PathLike[str]) -> GGUFFile:
 
 
 class _Parser:
-    def __init__(self, path: Path, buf: mmap.mmap) -> None:
+    def __init__(self, path: Path, buf: mmap.mmap, identity: tuple[int, int, int, int]) -> None:
         self.path = path
         self.buf = buf
+        self.identity = identity
+        self.absolute = path.absolute()  # reopened later, perhaps from another working folder
         self.size = len(buf)
         self.pos = 0
 
@@ -228,11 +260,13 @@ class _Parser:
         self.pos += n * dtype.itemsize
         return values.astype(bool) if item_type is ValueType.BOOL else values
 
-    def string_array(self, n: int, what: str) -> list[str]:
-        # Vocabularies hold 250k+ strings: one tight loop, no per-item helper calls.
+    def string_array(self, n: int, what: str) -> StringArray:
+        # Vocabularies hold 250k+ strings: one tight loop, and no object kept per string.
         buf, size, pos = self.buf, self.size, self.pos
+        first = pos
         unpack = _U64.unpack_from
-        out: list[str] = [""] * n
+        blob = bytearray()
+        offsets = np.zeros(n + 1, dtype=np.int64)
         try:
             for i in range(n):
                 (length,) = unpack(buf, pos)
@@ -240,16 +274,18 @@ class _Parser:
                 end = pos + length
                 if end > size:
                     raise IndexError
-                out[i] = buf[pos:end].decode("utf-8")
+                blob += buf[pos:end]
+                offsets[i + 1] = len(blob)
                 pos = end
         except (IndexError, struct.error):
             self.pos = pos
             raise self.fail(f"truncated: {what}[{i}] runs past the end of the file") from None
-        except UnicodeDecodeError:
-            self.pos = pos
-            raise self.fail(f"{what}[{i}] is not valid UTF-8") from None
+        bad = _first_invalid_utf8(blob, offsets)
+        if bad is not None:
+            at = first + 8 * (bad + 1) + int(offsets[bad])  # the string's first byte
+            raise self.fail(f"{what}[{bad}] is not valid UTF-8", at)
         self.pos = pos
-        return out
+        return StringArray(bytes(blob), offsets)
 
     # --- the file ---------------------------------------------------------------------------
     def parse(self) -> GGUFFile:
@@ -348,13 +384,53 @@ class _Parser:
                     at,
                 )
             data = np.frombuffer(self.buf, np.uint8, nbytes, start)
-            tensors[name] = Tensor(name, ggml_type, shape, offset, data)
+            span = FileSpan(self.absolute, start, self.identity)
+            tensors[name] = Tensor(name, ggml_type, shape, offset, data, span)
             spans.append((offset, offset + nbytes, name, at))
         spans.sort()
         for (_, prev_end, prev, _), (start, _, name, at) in itertools.pairwise(spans):
             if start < prev_end:
                 raise self.fail(f"tensor {name!r} overlaps tensor {prev!r}", at)
         return tensors
+
+
+def plain_value(value: Any) -> Any:
+    """A metadata value as plain Python, as JSON holds it: arrays (numbers, strings, arrays of
+    arrays) as lists."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (list, StringArray)):
+        return [plain_value(item) for item in value]
+    return value
+
+
+def _first_invalid_utf8(blob: bytearray, offsets: np.ndarray) -> int | None:
+    """The first string of the array that is not valid UTF-8, or None.
+
+    The strings are all valid when their concatenation is and none begins inside a character
+    (on a continuation byte): each then ends where a character does. Otherwise the first
+    invalid one is the string where the decoder fails, the first string that begins on a
+    continuation byte, or the one before that (when it was cut off mid-character)."""
+
+    def at(byte: int) -> int:  # the string holding byte `byte`
+        return int(np.searchsorted(offsets, byte, side="right")) - 1
+
+    invalid = []
+    try:
+        blob.decode("utf-8")
+    except UnicodeDecodeError as error:
+        invalid.append(at(error.start))
+    starts = offsets[:-1][np.diff(offsets) > 0]
+    inside = starts[(np.frombuffer(blob, np.uint8)[starts] & 0xC0) == 0x80]
+    if inside.size:
+        first = at(int(inside[0]))
+        invalid.append(first)
+        before = at(int(inside[0]) - 1)  # the last string with a byte before it
+        try:
+            blob[offsets[before] : offsets[before + 1]].decode("utf-8")
+        except UnicodeDecodeError:
+            invalid.append(before)
+    return min(invalid, default=None)
 
 
 def _product(shape: tuple[int, ...]) -> int:

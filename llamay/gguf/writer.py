@@ -17,6 +17,7 @@ import numpy as np
 
 from llamay.gguf.format import DEFAULT_ALIGNMENT, MAGIC, SCALAR_DTYPES, ValueType
 from llamay.gguf.reader import Tensor
+from llamay.gguf.strings import StringArray
 from llamay.gguf.types import BY_NAME, GGMLType
 from llamay.paths import write_atomically
 
@@ -170,7 +171,7 @@ def _typed(value: Any) -> tuple[ValueType, bytes]:
         vtype = _NUMPY_TO_VALUE[value.dtype.newbyteorder("<")]
         data = value.astype(SCALAR_DTYPES[vtype]).tobytes()
         return ValueType.ARRAY, struct.pack("<IQ", vtype, value.size) + data
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, StringArray)):
         return ValueType.ARRAY, _array(list(value), None)
     raise TypeError(f"cannot store metadata value {value!r} of type {type(value).__name__}")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from llamay.errors import ModelFormatError
-from llamay.gguf import GGUFFile, Tensor
+from llamay.gguf import GGUFFile, StringArray, Tensor
 from llamay.models.family import ExpertActivation, Family, Gating, NormKind, QKNorm
 from llamay.models.hparams import YARN_BETA_FAST, YARN_BETA_SLOW, HParams
 from llamay.models.tensors import ROLES, Dims, name_of
@@ -182,7 +182,10 @@ def model_spec(gg: GGUFFile, hp: HParams, n_ctx: int) -> ModelSpec:
     embd = tensors.matrix(name_of(family, "token_embd"), None, hp.n_embd)
     n_vocab = embd.shape[1]
     vocabulary = gg.metadata.get("tokenizer.ggml.tokens")
-    if isinstance(vocabulary, (list, tuple, np.ndarray)) and len(vocabulary) != n_vocab:
+    if (
+        isinstance(vocabulary, (list, tuple, np.ndarray, StringArray))
+        and len(vocabulary) != n_vocab
+    ):
         # A token id the tokenizer makes must have an embedding row, and a sampled row a token.
         raise ModelFormatError(
             f"{gg.path}: the vocabulary has {len(vocabulary)} tokens but the embedding has "

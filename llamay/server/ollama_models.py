@@ -36,7 +36,7 @@ _FOREVER = datetime(9999, 12, 31, tzinfo=timezone.utc)
 # How often uploads are checked for expiry, at most.
 _UPLOAD_SWEEP_S = 300.0
 # Metadata arrays (the vocabulary, merges...) are left out of /api/show unless it is verbose.
-_ARRAY_TYPES = (list, tuple, np.ndarray)
+_ARRAY_TYPES = (list, tuple, np.ndarray, gguf.StringArray)
 
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
@@ -159,7 +159,9 @@ class _Show(Route):
         metadata = gguf.read(entry.path).metadata
         verbose = body.get("verbose") is True
         info = {
-            key: (_plain(value) if verbose or not isinstance(value, _ARRAY_TYPES) else None)
+            key: (
+                gguf.plain_value(value) if verbose or not isinstance(value, _ARRAY_TYPES) else None
+            )
             for key, value in metadata.items()
         }
         info["general.parameter_count"] = _stored_parameters(entry.path)
@@ -403,10 +405,6 @@ def _text(body: dict[str, Any], field: str) -> str:
     if not isinstance(value, str) or not value:
         raise ApiError(400, f"{field} must be a non-empty string", field)
     return value
-
-
-def _plain(value: Any) -> Any:
-    return value.tolist() if isinstance(value, np.ndarray) else value
 
 
 def _parameters(file: gguf.GGUFFile) -> int:

@@ -31,9 +31,7 @@ class BpeEncoder:
         self._spaced_words = vocab.pre.kind == "mmbert"
         self._whole_newlines = vocab.pre.kind in ("gemma4", "mmbert")
         # b"left right" -> rank; of two equal merges the first counts, as in llama.cpp.
-        self._merges = StringTable(
-            [merge.encode("utf-8") for merge in vocab.merges], list(range(len(vocab.merges)))
-        )
+        self._merges = StringTable(vocab.merges.blob, vocab.merges.offsets)
         self._byte_tokens = _byte_tokens(vocab, self._pre.byte_level)
 
     def encode(self, pieces: list[int | str]) -> list[int]:

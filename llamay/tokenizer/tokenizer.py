@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 
-from llamay._core.tokenize import StringTable
 from llamay.errors import TokenizerError
 from llamay.tokenizer.bpe import BpeEncoder
 from llamay.tokenizer.detokenizer import Pieces, StreamDecoder, detokenize
@@ -24,11 +23,7 @@ class Tokenizer:
 
     def __init__(self, vocab: Vocab) -> None:
         self.vocab = vocab
-        tokens = StringTable(
-            [text.encode("utf-8", "surrogatepass") for text in vocab.tokens],
-            list(range(len(vocab.tokens))),
-        )
-        self._encoder = _ENCODERS[vocab.kind](vocab, tokens)
+        self._encoder = _ENCODERS[vocab.kind](vocab, vocab.table)
         self._special = SpecialTokens(vocab)
         self._pieces = Pieces(vocab)
 

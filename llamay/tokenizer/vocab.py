@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from llamay._core.tokenize import StringTable
 from llamay.errors import TokenizerError
+from llamay.gguf import StringArray
 from llamay.tokenizer.pretokenizers import PreSettings, pre_settings
 
 
@@ -131,7 +133,7 @@ class Vocab:
 
     model: str  # tokenizer.ggml.model
     kind: str  # "spm", "bpe" or "wpm"
-    tokens: list[str]
+    tokens: StringArray
     scores: np.ndarray  # float64, one per token
     attrs: list[int]  # Attr bits of each token
     ids: dict[str, int | None]  # special ids by role: bos, eos, eot, eom, unk, sep, pad, ...
@@ -142,17 +144,17 @@ class Vocab:
     lowercase: bool  # WordPiece: lower-case the text first
     strip_accents: bool  # WordPiece: drop accents (through the first codepoint of the NFD)
     pre: PreSettings | None  # BPE only
-    merges: list[str] = field(default_factory=list)  # BPE only, in rank order
+    table: StringTable  # a token's UTF-8 bytes to its id
+    merges: StringArray = field(default_factory=lambda: StringArray.of([]))  # BPE, rank order
     eog: frozenset[int] = frozenset()
     special_order: list[int] = field(default_factory=list)  # longest text first
-    by_text: dict[str, int] = field(default_factory=dict)
 
     @property
     def escape_whitespaces(self) -> bool:
         return self.kind in ("spm", "wpm") or (self.pre is not None and self.pre.escape_whitespaces)
 
     def token_id(self, text: str) -> int | None:
-        return self.by_text.get(text)
+        return self.table.get(text.encode("utf-8", "surrogatepass"))
 
 
 def load_vocab(metadata: dict[str, Any], where: str) -> Vocab:
@@ -186,18 +188,22 @@ def load_vocab(metadata: dict[str, Any], where: str) -> Vocab:
         metadata, "tokenizer.ggml.add_space_prefix", bool, where, add_space_prefix
     )
 
-    tokens = _get(metadata, "tokenizer.ggml.tokens", list, where)
+    tokens = _strings(metadata, "tokenizer.ggml.tokens", where)
     if tokens is None:
         raise TokenizerError(f"{where}: no tokenizer.ggml.tokens (the token list)")
     n = len(tokens)
-    if "" in tokens:  # as llama.cpp: an empty token gets a placeholder text
-        tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
-    by_text = dict(zip(tokens, range(n), strict=True))
-    if len(by_text) < n:
-        _refuse_duplicates(tokens, where)
+    if (tokens.encoded_lengths() == 0).any():  # as llama.cpp: an empty token gets a placeholder
+        tokens = StringArray.of(t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens))
+    table = StringTable(tokens.blob, tokens.offsets)
+    if table.first_duplicate is not None:
+        first, again = table.first_duplicate
+        raise TokenizerError(
+            f"{where}: duplicate token {tokens[again]!r} in the vocabulary (ids {first} and "
+            f"{again})"
+        )
     scores = _scores(metadata, n, where)
     attrs = _attributes(metadata, n, where)
-    merges = _merges(metadata, model, pre, where) if kind == "bpe" else []
+    merges = _merges(metadata, model, pre, where) if kind == "bpe" else StringArray.of([])
 
     defaults = _DEFAULT_IDS["gemma4" if model == "gemma4" else kind]
     ids: dict[str, int | None] = {role: None for role, _ in _SPECIAL_ID_KEYS}
@@ -234,8 +240,8 @@ def load_vocab(metadata: dict[str, Any], where: str) -> Vocab:
         lowercase=lowercase,
         strip_accents=strip_accents,
         pre=pre,
+        table=table,
         merges=merges,
-        by_text=by_text,
     )
     _find_roles_by_text(vocab)
     _mark_unused(vocab)
@@ -253,8 +259,6 @@ def _get(metadata: dict[str, Any], key: str, kind: type, where: str, default: An
     if key not in metadata:
         return default
     value = metadata[key]
-    if kind is list and isinstance(value, list):
-        return value
     if kind is bool and isinstance(value, (bool, np.bool_)):
         return bool(value)
     if kind is str and isinstance(value, str):
@@ -262,13 +266,14 @@ def _get(metadata: dict[str, Any], key: str, kind: type, where: str, default: An
     raise TokenizerError(f"{where}: {key} has the wrong type ({type(value).__name__})")
 
 
-def _refuse_duplicates(tokens: list[str], where: str) -> None:
-    first: dict[str, int] = {}
-    for i, text in enumerate(tokens):
-        if first.setdefault(text, i) != i:
-            raise TokenizerError(
-                f"{where}: duplicate token {text!r} in the vocabulary (ids {first[text]} and {i})"
-            )
+def _strings(metadata: dict[str, Any], key: str, where: str) -> StringArray | None:
+    """An array of strings of the metadata: as the GGUF reader gives it, or from a list."""
+    value = metadata.get(key)
+    if value is None or isinstance(value, StringArray):
+        return value
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return StringArray.of(value)
+    raise TokenizerError(f"{where}: {key} must be a list of strings")
 
 
 def _scores(metadata: dict[str, Any], n: int, where: str) -> np.ndarray:
@@ -297,14 +302,14 @@ def _attributes(metadata: dict[str, Any], n: int, where: str) -> np.ndarray:
     return table[np.clip(types[:n], 0, 7)]  # 7 and above, like negatives, are undefined
 
 
-def _merges(metadata: dict[str, Any], model: str, pre: PreSettings | None, where: str) -> list[str]:
-    merges = metadata.get("tokenizer.ggml.merges")
+def _merges(
+    metadata: dict[str, Any], model: str, pre: PreSettings | None, where: str
+) -> StringArray:
+    merges = _strings(metadata, "tokenizer.ggml.merges", where)
     if merges is None:
         if pre is not None and pre.kind == "kimi_k2" and model != "gemma4":
-            return []  # Kimi-K2 vocabularies carry no merges
+            return StringArray.of([])  # Kimi-K2 vocabularies carry no merges
         raise TokenizerError(f"{where}: a BPE vocabulary without tokenizer.ggml.merges")
-    if not isinstance(merges, list):
-        raise TokenizerError(f"{where}: tokenizer.ggml.merges must be a list of strings")
     return merges
 
 

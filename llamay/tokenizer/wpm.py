@@ -32,7 +32,7 @@ _CJK_RANGES = (
 class WpmEncoder:
     def __init__(self, vocab: Vocab, tokens: StringTable) -> None:
         self._tokens = tokens
-        self._max_token_len = max(len(t.encode("utf-8", "surrogatepass")) for t in vocab.tokens)
+        self._max_token_len = int(vocab.tokens.encoded_lengths().max())
         unknown = vocab.ids["unk"]
         self._unknown = -1 if unknown is None else unknown
         self._lowercase = vocab.lowercase

@@ -1,9 +1,11 @@
-"""A model reads its token table from the file a row per token; those pages must not stay
-resident (a long prompt would hold tens of MB of a 128k vocabulary's table beside its packed
-copy)."""
+"""A model reads its token table from the file a row per token, with pread: a step maps no page
+of the file (rows touched through the mapping would stay resident, tens of MB of a 128k
+vocabulary's table over a long prompt beside its packed copy, and each fault maps the 64 KiB
+around it)."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -12,6 +14,8 @@ import numpy as np
 import pytest
 
 import llamay
+from llamay import gguf
+from llamay.errors import ModelFormatError
 from llamay.models import synthetic
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/smaps")
@@ -52,11 +56,25 @@ def test_a_long_prompt_leaves_the_token_table_out_of_memory(tmp_path, weight_typ
     ).resolve()
     model = llamay.load(path, n_ctx=4096, threads=1)
     table = model.file.tensors["token_embd.weight"]
+    assert table.nbytes > 2_000_000
     ctx = model.context()
+    before = resident_bytes(path)
     tokens = np.random.default_rng(0).permutation(model.n_vocab)[:4000]
     ctx.feed([int(t) for t in tokens])  # every page of the table read many times over
-    assert table.nbytes > 2_000_000
-    # What may stay: the pages of the F32 norms (copied at load), and those of the tensors
-    # beside the table that the kernel maps with a faulting page (fault-around, 64 KiB).
-    assert resident_bytes(path) < table.nbytes / 4, resident_bytes(path)
+    assert resident_bytes(path) == before
     model.close()
+
+
+def test_a_file_replaced_while_loading_is_refused(tmp_path):
+    """The engine reopens the file by its path to read the table: a different file there now
+    (another inode, size or time) is refused, not read as if it were the one parsed."""
+    vocab = synthetic.vocabulary([f"▁w{i}" for i in range(64)], byte_fallback=True)
+    shape = dict(n_embd=64, n_ff=64, n_layer=1, n_head=2, n_head_kv=1, head_dim=32)
+    path = tmp_path / "m.gguf"
+    synthetic.write_model(path, "llama", vocab, **shape, context_length=64, output=True)
+    span = gguf.read(path).tensors["token_embd.weight"].span
+    os.close(span.open())  # the file as parsed
+    path.rename(tmp_path / "old.gguf")
+    synthetic.write_model(path, "llama", vocab, **shape, context_length=64, output=True, seed=1)
+    with pytest.raises(ModelFormatError, match="changed while the model was loading"):
+        span.open()

@@ -268,3 +268,42 @@ def test_real_model_tensor_table(gemma_path):
     assert counts == {"F32": 109, "Q5_0": 81, "Q4_K": 27, "Q8_0": 10, "Q6_K": 9}
     assert gg.tensors["token_embd.weight"].shape == (640, 262144)
     assert len(gg.metadata["tokenizer.ggml.tokens"]) == 262144
+
+
+def string_array(key: str, *items: bytes) -> bytes:
+    """A metadata entry: an array of strings of these raw bytes."""
+    body = b"".join(struct.pack("<Q", len(item)) + item for item in items)
+    return gstr(key) + struct.pack("<IIQ", 9, 8, len(items)) + body
+
+
+def test_a_string_array_reads_as_a_sequence_of_its_strings(tmp_path):
+    items = ["", "a", "é", "日本", "", "\U0001f600 x"]
+    path = tmp_path / "s.gguf"
+    path.write_bytes(header(n_kv=1) + string_array("k", *(s.encode() for s in items)))
+    got = gguf.read(path).metadata["k"]
+    assert isinstance(got, gguf.StringArray)
+    assert got == items and list(got) == items and len(got) == len(items)
+    assert got[3] == "日本" and got[-1] == "\U0001f600 x" and got[1:4] == items[1:4]
+    assert got.encoded(2) == "é".encode() and got.encoded_lengths().tolist() == [0, 1, 2, 6, 0, 6]
+    assert got != items[:-1] and got != [*items[:-1], "x"]
+    with pytest.raises(IndexError):
+        got[len(items)]
+    assert gguf.StringArray.of(items) == got
+
+
+@pytest.mark.parametrize(
+    ("items", "bad"),
+    [
+        ((b"ok", b"\xff", b"ok"), 1),  # a byte UTF-8 never has
+        ((b"a\xc3", b"\xa9b"), 0),  # "é" cut across two strings: the first ends mid-character
+        ((b"", b"ok", b"\xa9"), 2),  # a lone continuation byte
+        ((b"ok", b"\xed\xa0\x80"), 1),  # an encoded surrogate
+        ((b"ok", b"x\xe6\x97"), 1),  # the last string cut off mid-character
+    ],
+)
+def test_a_string_that_is_not_utf8_is_named(tmp_path, items, bad):
+    raw = header(n_kv=1) + string_array("k", *items)
+    message = refused(tmp_path, raw, f"k[{bad}] is not valid UTF-8")
+    first = len(header(n_kv=1)) + len(gstr("k")) + 4 + 4 + 8
+    at = first + 8 * (bad + 1) + sum(len(item) for item in items[:bad])
+    assert f"at byte {at}" in message, message

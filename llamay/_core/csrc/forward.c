@@ -294,7 +294,11 @@ static void norm_bias(const llamay_model *m, const float *x, const float *w, con
 static void embed(const step *st, int t) {
     const llamay_model *m = st->m;
     float *x = st->s->f[X] + (size_t)t * m->n_embd;
-    table_row(st, m->tok_embd, m->tok_embd_type, st->b->tokens[t], x);
+    if (st->b->embd_rows != NULL) {
+        table_row(st, st->b->embd_rows, m->tok_embd_type, t, x);
+    } else {
+        table_row(st, m->tok_embd, m->tok_embd_type, st->b->tokens[t], x);
+    }
     scale(x, m->embd_scale, m->n_embd);
     if (m->type_embd != NULL) add(x, m->type_embd, m->n_embd);
     if (m->pos_embd != NULL) {

@@ -145,6 +145,8 @@ typedef struct {
     int hidden; /* nonzero: write those tokens' final-normed hidden states, not their logits */
     const int32_t *last_positions; /* per token: its sequence's last position in the step
                                       (read by bidirectional models only) */
+    const uint8_t *embd_rows; /* NULL: tokens' rows are read from m->tok_embd; else token t's
+                                 row of the table, already read, at t * its row bytes */
 } llamay_batch;
 
 typedef struct llamay_scratch llamay_scratch;

@@ -26,7 +26,9 @@ uint8_t *llamay_huge_alloc(size_t n) {
     return p;
 }
 
-void llamay_release_file_pages(const uint8_t *p, size_t n) {
+/* Drops the whole 4 KiB pages inside [p, p + n), which must lie in a read-only file mapping,
+   from this process: they stay in the page cache, and the mapping reads them back on demand. */
+static void release_file_pages(const uint8_t *p, size_t n) {
 #if defined(__linux__) && defined(MADV_DONTNEED)
     const uintptr_t page = 4096, begin = ((uintptr_t)p + page - 1) & ~(page - 1);
     const uintptr_t end = ((uintptr_t)p + n) & ~(page - 1);
@@ -56,7 +58,7 @@ void llamay_copy_weight(llamay_weight *w, uint8_t *dest, int n_threads) {
                        w->row_bytes);
             }
         }
-        llamay_release_file_pages(w->data + (size_t)r0 * w->row_bytes,
+        release_file_pages(w->data + (size_t)r0 * w->row_bytes,
                                   (size_t)(r1 - r0) * w->row_bytes);
     }
     if (w->packed_row_bytes) {

@@ -26,8 +26,4 @@ uint8_t *llamay_huge_alloc(size_t n);
    the page cache, and the file's mapping reads them back on demand). */
 void llamay_copy_weight(llamay_weight *w, uint8_t *dest, int n_threads);
 
-/* Drops the whole 4 KiB pages inside [p, p + n), which must lie in a read-only file mapping,
-   from this process: they stay in the page cache, and the mapping reads them back on demand. */
-void llamay_release_file_pages(const uint8_t *p, size_t n);
-
 #endif
