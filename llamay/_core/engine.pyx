@@ -10,7 +10,6 @@ Kernel sets: 'reference' (plain C), 'avx2', 'avx512', or 'best' (the fastest com
 Every set gives the same bits; the matmul and the other kernels use the same set.
 """
 
-import mmap
 import os
 
 import numpy as np
@@ -197,7 +196,7 @@ cdef class Engine:
         self._pack()
         if spec.output.tensor is spec.token_embd and not c.output.w.packed_row_bytes:
             c.tok_embd = c.output.w.data  # tied, and copied as it is: read the copy
-        elif spec.token_embd.span is not None and _file_mapped(spec.token_embd.data):
+        elif spec.token_embd.span is not None:  # a file's tensor: its data views the mapping
             # Read a row per token from the file, not through the mapping: each row touched
             # there would map the 64 KiB around it, tens of MB over a long prompt beside the
             # table's packed copy (tied) or for good (untied).
@@ -469,16 +468,6 @@ cdef class Engine:
                 llamay_forward(&self.c, kv, self.scratch, &batch, self.threads)
         finally:
             free(tables)
-
-
-def _file_mapped(array) -> bool:
-    """Whether array views a file's mapping (a GGUF tensor's bytes), not memory of its own."""
-    base = array
-    while isinstance(base, np.ndarray) and base.base is not None:
-        base = base.base
-    if isinstance(base, memoryview):
-        base = base.obj
-    return isinstance(base, mmap.mmap)
 
 
 cdef llamay_batch _batch(int n, const int32_t *tokens, const int32_t *positions,

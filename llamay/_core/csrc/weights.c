@@ -58,8 +58,7 @@ void llamay_copy_weight(llamay_weight *w, uint8_t *dest, int n_threads) {
                        w->row_bytes);
             }
         }
-        release_file_pages(w->data + (size_t)r0 * w->row_bytes,
-                                  (size_t)(r1 - r0) * w->row_bytes);
+        release_file_pages(w->data + (size_t)r0 * w->row_bytes, (size_t)(r1 - r0) * w->row_bytes);
     }
     if (w->packed_row_bytes) {
         w->packed = dest;
