@@ -229,12 +229,18 @@ def test_a_matrix_too_big_for_the_caches_gives_the_same_bits_at_every_batch_size
             ), (kernels, n_tokens)
 
 
-@pytest.mark.parametrize("name", ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"])
-def test_interleaved_k_quants_in_every_tile_shape(name):
-    # The AVX-512 kernel reads two groups of eight rows side by side, one group (twice) for a
-    # few tokens, and tokens eight at a time: 29 rows make a block of sixteen, then one of
+@pytest.mark.parametrize(
+    ("name", "n_cols"),
+    [(name, 2304) for name in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS")]
+    + [("Q8_0", 288), ("Q8_0", 640)],
+)
+def test_interleaved_layouts_in_every_tile_shape(name, n_cols):
+    # The AVX-512 K-quant kernel reads two groups of eight rows side by side, one group (twice)
+    # for a few tokens, and tokens eight at a time: 29 rows make a block of sixteen, then one of
     # thirteen whose second group is partial; 1..19 tokens cover every token count per pass.
-    w, x = case(name, 2304, n_rows=29, n_tokens=19)
+    # AVX2's Q8_0 prefill takes rows two by two and tokens three at a time over whole groups,
+    # then the partial group (one block of 288 columns, four of 640) a row at a time.
+    w, x = case(name, n_cols, n_rows=29, n_tokens=19)
     expected = run(name, w, x, n_rows=29, kernels="reference")
     for kernels in SIMD_SETS:
         for n_tokens in (1, 2, 4, 5, 7, 8, 9, 16, 19):
