@@ -192,6 +192,106 @@ static inline void dot_1x2(const float *q, const float *k0, const float *k1, int
     h0[0] = a00, h0[1] = a01;
 }
 
+#if LLAMAY_VEC == LLAMAY_VEC_AVX2
+/* AVX2 has sixteen vector registers, eight v16s: two rows by two heads of score accumulators
+   and their operands fill them, one load per FMA. But a lane's chain meets no other lane before
+   the tree's first step (lane i + lane i + 8), so the scores are computed here eight lanes at a
+   time: R rows by `heads` heads (R x heads = 8 accumulators), each K half converted once for
+   every head and each q half loaded once for every row. The same chains, so the same bits. */
+static inline __m256 kv_load8_f32(const unsigned char *rows, int64_t row_bytes, int j, int d) {
+    return _mm256_loadu_ps((const float *)(rows + (size_t)j * row_bytes) + d);
+}
+static inline __m256 kv_load8_f16(const unsigned char *rows, int64_t row_bytes, int j, int d) {
+    const uint16_t *row = (const uint16_t *)(rows + (size_t)j * row_bytes);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + d)));
+}
+static inline __m256 kv_load8_q8_0(const unsigned char *rows, int64_t row_bytes, int j, int d) {
+    const unsigned char *block = rows + (size_t)j * row_bytes + (size_t)(d / 32) * 34;
+    uint16_t scale;
+    memcpy(&scale, block, sizeof scale);
+    const __m128i q = _mm_loadl_epi64((const __m128i *)(block + 2 + d % 32));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)),
+                         _mm256_set1_ps(llamay_fp16_to_fp32(scale)));
+}
+
+/* Rows jb .. jb + 7's scores for `heads` query heads into s[h][jb ..], rows past j1 - 1 read
+   as row j1 - 1 (their scores land past j1, where nothing reads them). */
+#define QK_ROWS8(type, heads)                                                                      \
+    static inline void qk_rows8_##type##_##heads(const float *q, const unsigned char *K,           \
+                                                 int64_t row_bytes, int jb, int j1, int D,         \
+                                                 float scale, float *s, int s_stride) {            \
+        enum { R = 8 / heads };                                                                    \
+        __m256 h[heads][8];                                                                        \
+        for (int r0 = 0; r0 < 8; r0 += R) {                                                        \
+            int row[R];                                                                            \
+            for (int r = 0; r < R; r++) row[r] = jb + r0 + r < j1 ? jb + r0 + r : j1 - 1;          \
+            __m256 lo[R][heads];                                                                   \
+            for (int half = 0; half < 2; half++) {                                                 \
+                __m256 acc[R][heads];                                                              \
+                for (int r = 0; r < R; r++) {                                                      \
+                    for (int i = 0; i < heads; i++) acc[r][i] = _mm256_setzero_ps();               \
+                }                                                                                  \
+                for (int d = 8 * half; d < D; d += 16) {                                           \
+                    __m256 k[R];                                                                   \
+                    for (int r = 0; r < R; r++) k[r] = kv_load8_##type(K, row_bytes, row[r], d);   \
+                    for (int i = 0; i < heads; i++) {                                              \
+                        __m256 x = _mm256_loadu_ps(q + (size_t)i * D + d);                         \
+                        /* in a register for the R FMAs: compilers fold a load into each */        \
+                        __asm__("" : "+x"(x));                                                     \
+                        for (int r = 0; r < R; r++) acc[r][i] = _mm256_fmadd_ps(x, k[r], acc[r][i]); \
+                    }                                                                              \
+                }                                                                                  \
+                for (int r = 0; r < R; r++) {                                                      \
+                    for (int i = 0; i < heads; i++) {                                              \
+                        if (half == 0) {                                                           \
+                            lo[r][i] = acc[r][i];                                                  \
+                        } else {                                                                   \
+                            h[i][r0 + r] = _mm256_add_ps(lo[r][i], acc[r][i]);                     \
+                        }                                                                          \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        for (int i = 0; i < heads; i++) v16_tree8_halves(h[i], scale, s + (size_t)i * s_stride + jb); \
+    }
+#define QK_ROWS8_TYPE(type) QK_ROWS8(type, 8) QK_ROWS8(type, 4) QK_ROWS8(type, 2) QK_ROWS8(type, 1)
+QK_ROWS8_TYPE(f32)
+QK_ROWS8_TYPE(f16)
+QK_ROWS8_TYPE(q8_0)
+#undef QK_ROWS8_TYPE
+#undef QK_ROWS8
+#define QK_SCRATCH (void)0
+#define QK_BLOCK(type, heads)                                                                      \
+    qk_rows8_##type##_##heads(q, K, kv->row_bytes, jb, j1, D, a->scale, &s[0][0], 64 + 8)
+#else
+/* Rows jb .. jb + 7's scores: each K row converted once into fp32 `k` and read there by every
+   head, two rows by two heads (rows past `rows` hold what an earlier block left: their trees
+   land past j1); eight rows' trees summed side by side. */
+#define QK_SCRATCH                                                                                 \
+    float k[8 * D];                                                                                \
+    memset(k, 0, sizeof k)
+#define QK_BLOCK(type, heads)                                                                      \
+    do {                                                                                           \
+        for (int r = 0; r < rows; r++) {                                                           \
+            for (int d = 0; d < D; d += 16) {                                                      \
+                v16_store(k + (size_t)r * D + d, kv_load_##type(K, kv->row_bytes, jb + r, d));     \
+            }                                                                                      \
+        }                                                                                          \
+        v16 sums[heads][8];                                                                        \
+        for (int h = 0; h < heads; h += 2) {                                                       \
+            for (int r = 0; r < 8; r += 2) {                                                       \
+                const float *k0 = k + (size_t)r * D, *k1 = k0 + D;                                 \
+                if (heads == 1) {                                                                  \
+                    dot_1x2(q, k0, k1, D, &sums[0][r]);                                            \
+                } else {                                                                           \
+                    dot_2x2(q + (size_t)h * D, k0, k1, D, &sums[h][r], &sums[h + 1][r]);           \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        for (int h = 0; h < heads; h++) v16_tree8(sums[h], a->scale, s[h] + jb);                   \
+    } while (0)
+#endif
+
 /* How many 16-element chunks of each head's output the V loop keeps in registers, and the
    largest group of query heads a call takes: a set with 16 vector registers (AVX2) spills with
    more. Neither changes a result: each output element is summed in position order whatever the
@@ -203,22 +303,21 @@ static inline void dot_1x2(const float *q, const float *k0, const float *k1, int
 #define ATTENTION_MAX_GROUP 8
 #endif
 
-/* The tile loop, for K/V rows loaded by LOAD (fp32, fp16 or Q8_0), for `heads` query heads
-(a compile-time constant, so that the accumulators live in registers); head_dim a multiple of
-16; page_tokens a multiple of 16, at most 64. Each K row is loaded once into fp32 `k` and read
-there by every head of the group. The next page lies anywhere, where the prefetchers cannot guess
+/* The tile loop, for K/V rows of `type` (fp32, fp16 or Q8_0, read by kv_load_<type>), for
+`heads` query heads (a compile-time constant, so that the accumulators live in registers);
+head_dim a multiple of 16; page_tokens a multiple of 16, at most 64. Scores come eight rows at a
+time from QK_BLOCK. The next page lies anywhere, where the prefetchers cannot guess
 it: its rows are asked for a row at a time, spread over the tile, not in one burst that would fill
 the line-fill buffers and stall. */
-#define ATTENTION_BODY(LOAD, heads)                                                                \
+#define ATTENTION_BODY(type, heads)                                                                \
     const llamay_pages *kv = a->kv;                                                                \
     const int D = kv->head_dim, P = kv->page_tokens;                                               \
     const int first = a->window > 0 && a->pos - a->window + 1 > 0 ? a->pos - a->window + 1 : 0;    \
     const int row_lines = (int)((kv->row_bytes + 63) / 64);                                        \
     float m[heads], l[heads], alpha[heads];                                                        \
     float s[heads][64 + 8];                                                                        \
-    float k[8 * D];                                                                                \
+    QK_SCRATCH;                                                                                    \
     memset(s, 0, sizeof s);                                                                        \
-    memset(k, 0, sizeof k);                                                                        \
     for (int h = 0; h < heads; h++) {                                                              \
         /* a sink is a score seen before any key: e^(sink - m) of it stays in the sum */           \
         m[h] = sinks != NULL ? sinks[h] : -INFINITY;                                               \
@@ -242,8 +341,8 @@ the line-fill buffers and stall. */
            lanes' tree; eight rows at a time, so that eight trees are summed side by side */       \
         for (int jb = j0; jb < j1; jb += 8) {                                                      \
             const int rows = j1 - jb < 8 ? j1 - jb : 8;                                            \
-            for (int r = 0; r < rows; r++) {                                                       \
-                if (next_K != NULL) {                                                              \
+            if (next_K != NULL) {                                                                  \
+                for (int r = 0; r < rows; r++) {                                                   \
                     /* row jb + r of the next page */                                              \
                     const size_t at = (size_t)(jb + r) * kv->row_bytes;                            \
                     for (int line = 0; line < row_lines; line++) {                                 \
@@ -251,24 +350,9 @@ the line-fill buffers and stall. */
                         __builtin_prefetch(next_V + at + 64 * line, 0, 3);                         \
                     }                                                                              \
                 }                                                                                  \
-                for (int d = 0; d < D; d += 16) {                                                  \
-                    v16_store(k + (size_t)r * D + d, LOAD(K, kv->row_bytes, jb + r, d));           \
-                }                                                                                  \
-            }                                                                                      \
-            /* rows past `rows` hold what an earlier block left: their trees land past j1 */       \
-            v16 sums[heads][8];                                                                    \
-            for (int h = 0; h < heads; h += 2) {                                                   \
-                for (int r = 0; r < 8; r += 2) {                                                   \
-                    const float *k0 = k + (size_t)r * D, *k1 = k0 + D;                             \
-                    if (heads == 1) {                                                              \
-                        dot_1x2(q, k0, k1, D, &sums[0][r]);                                        \
-                    } else {                                                                       \
-                        dot_2x2(q + (size_t)h * D, k0, k1, D, &sums[h][r], &sums[h + 1][r]);       \
-                    }                                                                              \
-                }                                                                                  \
             }                                                                                      \
             /* s has 8 slots past the page for the rows past j1 */                                 \
-            for (int h = 0; h < heads; h++) v16_tree8(sums[h], a->scale, s[h] + jb);               \
+            QK_BLOCK(type, heads);                                                                 \
         }                                                                                          \
         for (int h = 0; h < heads; h++) {                                                          \
             if (a->softcap != 0.0f) {                                                              \
@@ -309,7 +393,7 @@ the line-fill buffers and stall. */
             }                                                                                      \
             for (int j = j0; j < j1; j++) {                                                        \
                 for (int c = 0; c < CHUNKS && d + 16 * c < D; c++) {                               \
-                    const v16 v = LOAD(V, kv->row_bytes, j, d + 16 * c);                           \
+                    const v16 v = kv_load_##type(V, kv->row_bytes, j, d + 16 * c);                 \
                     for (int h = 0; h < heads; h++) {                                              \
                         o[h][c] = v16_fma(v16_set1(s[h][j]), v, o[h][c]);                          \
                     }                                                                              \
@@ -329,21 +413,21 @@ the line-fill buffers and stall. */
         }                                                                                          \
     }
 
-#define ATTENTION_FN(name, LOAD, heads)                                                            \
-    static void name(const llamay_attention *a, const float *q, const float *sinks, float *out) {  \
-        ATTENTION_BODY(LOAD, heads)                                                                \
+#define ATTENTION_FN(type, heads)                                                                  \
+    static void attention_##type##_##heads(const llamay_attention *a, const float *q,              \
+                                           const float *sinks, float *out) {                       \
+        ATTENTION_BODY(type, heads)                                                                \
     }
 #define ATTENTION_FNS(type)                                                                        \
-    ATTENTION_FN(attention_##type##_8, kv_load_##type, 8)                                          \
-    ATTENTION_FN(attention_##type##_4, kv_load_##type, 4)                                          \
-    ATTENTION_FN(attention_##type##_2, kv_load_##type, 2)                                          \
-    ATTENTION_FN(attention_##type##_1, kv_load_##type, 1)
+    ATTENTION_FN(type, 8) ATTENTION_FN(type, 4) ATTENTION_FN(type, 2) ATTENTION_FN(type, 1)
 ATTENTION_FNS(f32)
 ATTENTION_FNS(f16)
 ATTENTION_FNS(q8_0)
 #undef ATTENTION_FNS
 #undef ATTENTION_FN
 #undef ATTENTION_BODY
+#undef QK_BLOCK
+#undef QK_SCRATCH
 
 /* The query heads in groups of 8, 4, 2 and 1: each head's result is the same in any group. */
 static void attention(const llamay_attention *a) {

@@ -180,9 +180,15 @@ V16_INLINE float v16_tree(v16 a) {
 /* out[r] = v16_tree(x[r]) * scale for eight vectors, the same additions done on eight lanes at once:
    h = lo + hi per vector; then the 128-bit halves of row pairs (r, r + 4) added, lane i of each
    half to lane i + 4; then lanes (i, i + 2) and last (0, 1), transposed into row order. */
+V16_INLINE void v16_tree8_halves(const __m256 *h, float scale, float *out);
 V16_INLINE void v16_tree8(const v16 *x, float scale, float *out) {
-    __m256 h[8], s[4];
+    __m256 h[8];
     for (int r = 0; r < 8; r++) h[r] = _mm256_add_ps(x[r].lo, x[r].hi);
+    v16_tree8_halves(h, scale, out);
+}
+/* v16_tree8 after its first step: h[r] is row r's lo + hi */
+V16_INLINE void v16_tree8_halves(const __m256 *h, float scale, float *out) {
+    __m256 s[4];
     for (int r = 0; r < 4; r++) { /* [h_r lanes 0-3 + 4-7 | h_r+4 lanes 0-3 + 4-7] */
         s[r] = _mm256_add_ps(_mm256_permute2f128_ps(h[r], h[r + 4], 0x20),
                              _mm256_permute2f128_ps(h[r], h[r + 4], 0x31));
