@@ -197,23 +197,8 @@ static inline void dot_1x2(const float *q, const float *k0, const float *k1, int
    and their operands fill them, one load per FMA. But a lane's chain meets no other lane before
    the tree's first step (lane i + lane i + 8), so the scores are computed here eight lanes at a
    time: R rows by `heads` heads (R x heads = 8 accumulators), each K half converted once for
-   every head and each q half loaded once for every row. The same chains, so the same bits. */
-static inline __m256 kv_load8_f32(const unsigned char *rows, int64_t row_bytes, int j, int d) {
-    return _mm256_loadu_ps((const float *)(rows + (size_t)j * row_bytes) + d);
-}
-static inline __m256 kv_load8_f16(const unsigned char *rows, int64_t row_bytes, int j, int d) {
-    const uint16_t *row = (const uint16_t *)(rows + (size_t)j * row_bytes);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + d)));
-}
-static inline __m256 kv_load8_q8_0(const unsigned char *rows, int64_t row_bytes, int j, int d) {
-    const unsigned char *block = rows + (size_t)j * row_bytes + (size_t)(d / 32) * 34;
-    uint16_t scale;
-    memcpy(&scale, block, sizeof scale);
-    const __m128i q = _mm_loadl_epi64((const __m128i *)(block + 2 + d % 32));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)),
-                         _mm256_set1_ps(llamay_fp16_to_fp32(scale)));
-}
-
+   every head (by kv_load_<type>, whose other half the compiler drops) and each q half loaded
+   once for every row. The same chains, so the same bits. */
 /* Rows jb .. jb + 7's scores for `heads` query heads into s[h][jb ..], rows past j1 - 1 read
    as row j1 - 1 (their scores land past j1, where nothing reads them). */
 #define QK_ROWS8(type, heads)                                                                      \
@@ -225,17 +210,19 @@ static inline __m256 kv_load8_q8_0(const unsigned char *rows, int64_t row_bytes,
         for (int r0 = 0; r0 < 8; r0 += R) {                                                        \
             int row[R];                                                                            \
             for (int r = 0; r < R; r++) row[r] = jb + r0 + r < j1 ? jb + r0 + r : j1 - 1;          \
-            __m256 lo[R][heads];                                                                   \
             for (int half = 0; half < 2; half++) {                                                 \
                 __m256 acc[R][heads];                                                              \
                 for (int r = 0; r < R; r++) {                                                      \
                     for (int i = 0; i < heads; i++) acc[r][i] = _mm256_setzero_ps();               \
                 }                                                                                  \
-                for (int d = 8 * half; d < D; d += 16) {                                           \
+                for (int d = 0; d < D; d += 16) {                                                  \
                     __m256 k[R];                                                                   \
-                    for (int r = 0; r < R; r++) k[r] = kv_load8_##type(K, row_bytes, row[r], d);   \
+                    for (int r = 0; r < R; r++) {                                                  \
+                        const v16 row_k = kv_load_##type(K, row_bytes, row[r], d);                 \
+                        k[r] = half ? row_k.hi : row_k.lo; /* the other half's conversion is dead */ \
+                    }                                                                              \
                     for (int i = 0; i < heads; i++) {                                              \
-                        __m256 x = _mm256_loadu_ps(q + (size_t)i * D + d);                         \
+                        __m256 x = _mm256_loadu_ps(q + (size_t)i * D + d + 8 * half);              \
                         /* in a register for the R FMAs: compilers fold a load into each */        \
                         __asm__("" : "+x"(x));                                                     \
                         for (int r = 0; r < R; r++) acc[r][i] = _mm256_fmadd_ps(x, k[r], acc[r][i]); \
@@ -243,11 +230,8 @@ static inline __m256 kv_load8_q8_0(const unsigned char *rows, int64_t row_bytes,
                 }                                                                                  \
                 for (int r = 0; r < R; r++) {                                                      \
                     for (int i = 0; i < heads; i++) {                                              \
-                        if (half == 0) {                                                           \
-                            lo[r][i] = acc[r][i];                                                  \
-                        } else {                                                                   \
-                            h[i][r0 + r] = _mm256_add_ps(lo[r][i], acc[r][i]);                     \
-                        }                                                                          \
+                        /* the lo half's sum, then lo + hi */                                      \
+                        h[i][r0 + r] = half ? _mm256_add_ps(h[i][r0 + r], acc[r][i]) : acc[r][i];  \
                     }                                                                              \
                 }                                                                                  \
             }                                                                                      \

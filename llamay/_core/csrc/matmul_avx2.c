@@ -326,17 +326,17 @@ typedef __m256 q32_acc;
 #define Q8_0_TOKENS 3
 
 /* Q8_0 prefill: whole group g of rows w0 and w1 against tokens t .. t + T - 1 (at index i of
-   acc). Each chunk of the rows is loaded once for the T tokens, and each token's chunk once for
-   both rows (Q8_0_TOKENS at most). The sums
-   are group_step's integers, and the scale step is its fp32 step, so the bits are the same. */
+   acc; T at most Q8_0_TOKENS). Each chunk of the rows is loaded once for the T tokens, and each
+   token's chunk once for both rows. The sums are group_step's integers, and the scale step is
+   its fp32 step, so the bits are the same. */
 INLINE void q8_0_group_tokens(const uint8_t *w0, const uint8_t *w1, const llamay_weight *w,
                               const uint8_t *act, int t0, int i, int g, __m256 d0, __m256 d1,
                               __m256 (*acc)[TOKEN_CHUNK], const int T) {
     const __m256i ones = _mm256_set1_epi16(1);
-    const int8_t *qs[4];
-    __m256i sum0[4], sum1[4];
+    llamay_act_q a[Q8_0_TOKENS];
+    __m256i sum0[Q8_0_TOKENS], sum1[Q8_0_TOKENS];
     for (int k = 0; k < T; k++) {
-        qs[k] = llamay_act_q_of(w, act, t0 + i + k).qs + 256 * g;
+        a[k] = llamay_act_q_of(w, act, t0 + i + k);
         sum0[k] = sum1[k] = _mm256_setzero_si256();
     }
     for (int c = 0; c < 8; c++) {
@@ -344,7 +344,7 @@ INLINE void q8_0_group_tokens(const uint8_t *w0, const uint8_t *w1, const llamay
         const __m256i s1 = _mm256_loadu_si256((const __m256i *)(w1 + 32 * c));
         const __m256i u0 = _mm256_sign_epi8(s0, s0), u1 = _mm256_sign_epi8(s1, s1);
         for (int k = 0; k < T; k++) {
-            const __m256i x = _mm256_loadu_si256((const __m256i *)(qs[k] + 32 * c));
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(a[k].qs + 256 * g + 32 * c));
             const __m256i p0 = _mm256_maddubs_epi16(u0, _mm256_sign_epi8(x, s0));
             const __m256i p1 = _mm256_maddubs_epi16(u1, _mm256_sign_epi8(x, s1));
             sum0[k] = _mm256_add_epi32(sum0[k], _mm256_madd_epi16(p0, ones));
@@ -352,7 +352,7 @@ INLINE void q8_0_group_tokens(const uint8_t *w0, const uint8_t *w1, const llamay
         }
     }
     for (int k = 0; k < T; k++) {
-        const __m256 da = _mm256_loadu_ps(llamay_act_q_of(w, act, t0 + i + k).d + 8 * g);
+        const __m256 da = _mm256_loadu_ps(a[k].d + 8 * g);
         acc[0][i + k] =
             _mm256_fmadd_ps(_mm256_mul_ps(d0, da), _mm256_cvtepi32_ps(sum0[k]), acc[0][i + k]);
         acc[1][i + k] =
@@ -372,16 +372,15 @@ INLINE void q8_0_pair_tile(const llamay_weight *w, const uint8_t *act, int t0, i
     for (int t = 0; t < n_tok; t++) {
         acc[0][t] = acc[1][t] = _mm256_setzero_ps();
     }
+    const int scales = llamay_packed_scales_offset(LLAMAY_TYPE_Q8_0, 8);
     for (int g = 0; g < nb / 8; g++) {
         const uint8_t *w0 = row[0] + g * group_bytes, *w1 = row[1] + g * group_bytes;
-        const int scales = llamay_packed_scales_offset(LLAMAY_TYPE_Q8_0, 8);
         const __m256 d0 = halves8(w0 + scales), d1 = halves8(w1 + scales);
         int i = 0;
         for (; i + Q8_0_TOKENS <= n_tok; i += Q8_0_TOKENS) {
             q8_0_group_tokens(w0, w1, w, act, t0, i, g, d0, d1, acc, Q8_0_TOKENS);
         }
-        switch (n_tok - i) {
-        case 3: q8_0_group_tokens(w0, w1, w, act, t0, i, g, d0, d1, acc, 3); break;
+        switch (n_tok - i) { /* fewer than Q8_0_TOKENS left */
         case 2: q8_0_group_tokens(w0, w1, w, act, t0, i, g, d0, d1, acc, 2); break;
         case 1: q8_0_group_tokens(w0, w1, w, act, t0, i, g, d0, d1, acc, 1); break;
         default: break;

@@ -120,10 +120,11 @@ V16_INLINE v16 v16_load_f16(const uint16_t *p) {
     return v16_pair(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)),
                     _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8))));
 }
+/* each half from its own eight bytes, so that a caller using one half loads only those */
 V16_INLINE v16 v16_load_i8(const int8_t *p) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)p);
-    return v16_pair(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)),
-                    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))));
+    return v16_pair(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))),
+                    _mm256_cvtepi32_ps(
+                        _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8)))));
 }
 V16_INLINE v16 v16_load_partial(const float *p, int n) {
     float tmp[16] = {0};
