@@ -138,8 +138,6 @@ static void softcap(float *x, int n, float cap) {
 
 /* ---- attention over KV pages ---- */
 
-static inline float exp_scalar(float x) { return v16_lane0(v16_exp(v16_set1(x))); }
-
 /* Elements d .. d+15 of row j of a K or V block, as fp32, per KV type. A Q8_0 value q * d is
    exact in fp32 (8 by 11 significant bits), so every kernel set reads the same numbers. */
 static inline v16 kv_load_f32(const unsigned char *rows, int64_t row_bytes, int j, int d) {
@@ -298,7 +296,7 @@ the line-fill buffers and stall. */
     const int D = kv->head_dim, P = kv->page_tokens;                                               \
     const int first = a->window > 0 && a->pos - a->window + 1 > 0 ? a->pos - a->window + 1 : 0;    \
     const int row_lines = (int)((kv->row_bytes + 63) / 64);                                        \
-    float m[heads], l[heads], alpha[heads];                                                        \
+    float m[heads], l[heads], alpha[16];                                                           \
     float s[heads][64 + 8];                                                                        \
     QK_SCRATCH;                                                                                    \
     memset(s, 0, sizeof s);                                                                        \
@@ -338,21 +336,28 @@ the line-fill buffers and stall. */
             /* s has 8 slots past the page for the rows past j1 */                                 \
             QK_BLOCK(type, heads);                                                                 \
         }                                                                                          \
+        /* the online softmax: rescale what came before by alpha = e^(m_old - m_new), 0 while     \
+           nothing came before (e^-inf is 0), every head's from one v16_exp (lane-wise, so the    \
+           same bits in any group); the tile's probabilities are summed chunk by chunk in lanes,  \
+           then by the lanes' tree (lanes outside j0 .. j1 - 1 count for neither the max nor the  \
+           sum) */                                                                                \
+        float shift[16] = {0};                                                                     \
         for (int h = 0; h < heads; h++) {                                                          \
             if (a->softcap != 0.0f) {                                                              \
                 softcap(s[h], P, a->softcap);                                                      \
             }                                                                                      \
-            /* the online softmax: rescale what came before by e^(m_old - m_new); the tile's       \
-               probabilities are summed chunk by chunk in lanes, then by the lanes' tree (lanes   \
-               outside j0 .. j1 - 1 count for neither the max nor the sum) */                     \
             v16 top = v16_set1(-INFINITY);                                                         \
             for (int j = 0; j < P; j += 16) {                                                      \
                 top = v16_max(top, visible_lanes(v16_load(s[h] + j), j, j0, j1, -INFINITY));       \
             }                                                                                      \
             const float tile_max = v16_hmax(top);                                                  \
             const float m_new = tile_max > m[h] ? tile_max : m[h];                                 \
-            alpha[h] = m[h] == -INFINITY ? 0.0f : exp_scalar(m[h] - m_new);                        \
+            shift[h] = m[h] == -INFINITY ? -INFINITY : m[h] - m_new;                               \
             m[h] = m_new;                                                                          \
+        }                                                                                          \
+        v16_store(alpha, v16_exp(v16_load(shift)));                                                \
+        for (int h = 0; h < heads; h++) {                                                          \
+            const float m_new = m[h];                                                              \
             v16 total = v16_zero();                                                                \
             for (int j = 0; j < P; j += 16) {                                                      \
                 const v16 p = v16_exp(v16_sub(v16_load(s[h] + j), v16_set1(m_new)));               \

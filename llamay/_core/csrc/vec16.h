@@ -74,7 +74,6 @@ V16_INLINE m16 v16_lt(v16 a, v16 b) {
 V16_INLINE v16 v16_select(m16 m, v16 if_true, v16 if_false) {
     V16_MAP(m.b[i] ? if_true.f[i] : if_false.f[i]);
 }
-V16_INLINE float v16_lane0(v16 a) { return a.f[0]; }
 /* (lane i + lane i+8), then ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)): matmul.h's tree */
 V16_INLINE float v16_tree(v16 a) {
     float s[8];
@@ -171,7 +170,6 @@ V16_INLINE v16 v16_select(m16 m, v16 if_true, v16 if_false) {
     return v16_pair(_mm256_blendv_ps(if_false.lo, if_true.lo, m.lo),
                     _mm256_blendv_ps(if_false.hi, if_true.hi, m.hi));
 }
-V16_INLINE float v16_lane0(v16 a) { return _mm256_cvtss_f32(a.lo); }
 V16_INLINE float v16_tree(v16 a) {
     const __m256 h = _mm256_add_ps(a.lo, a.hi);
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
@@ -203,12 +201,13 @@ V16_INLINE void v16_tree8_halves(const __m256 *h, float scale, float *out) {
                                       _mm256_shuffle_ps(t01, t23, _MM_SHUFFLE(3, 1, 3, 1)));
     _mm256_storeu_ps(out, _mm256_mul_ps(sums, _mm256_set1_ps(scale)));
 }
+/* a tree, not the reference's scan: a maximum is exact, so any order gives the same value
+   wherever no lane is NaN (as _mm512_reduce_max_ps does) */
 V16_INLINE float v16_hmax(v16 a) {
-    float lanes[16];
-    v16_store(lanes, a);
-    float m = lanes[0];
-    for (int i = 1; i < 16; i++) m = lanes[i] > m ? lanes[i] : m;
-    return m;
+    const __m256 h = _mm256_max_ps(a.lo, a.hi);
+    const __m128 s = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 t = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(t, _mm_movehdup_ps(t)));
 }
 
 #elif LLAMAY_VEC == LLAMAY_VEC_AVX512
@@ -261,7 +260,6 @@ V16_INLINE m16 v16_lt(v16 a, v16 b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ
 V16_INLINE v16 v16_select(m16 m, v16 if_true, v16 if_false) {
     return _mm512_mask_blend_ps(m, if_false, if_true);
 }
-V16_INLINE float v16_lane0(v16 a) { return _mm512_cvtss_f32(a); }
 V16_INLINE float v16_tree(v16 a) {
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
