@@ -288,9 +288,11 @@ QK_ROWS8_TYPE(q8_0)
 /* The tile loop, for K/V rows of `type` (fp32, fp16 or Q8_0, read by kv_load_<type>), for
 `heads` query heads (a compile-time constant, so that the accumulators live in registers);
 head_dim a multiple of 16; page_tokens a multiple of 16, at most 64. Scores come eight rows at a
-time from QK_BLOCK. The next page lies anywhere, where the prefetchers cannot guess
-it: its rows are asked for a row at a time, spread over the tile, not in one burst that would fill
-the line-fill buffers and stall. */
+time from QK_BLOCK. The next page lies anywhere, where the prefetchers cannot guess it: its K
+rows are asked for a row at a time over the scores, its V block a line or part of one at each step
+of the V loop, so that memory stays busy through the whole tile instead of in bursts that fill the
+line-fill buffers and stall (asking for K and V during the scores alone left the arithmetic and
+the memory taking turns: the time a step was their sum). */
 #define ATTENTION_BODY(type, heads)                                                                \
     const llamay_pages *kv = a->kv;                                                                \
     const int D = kv->head_dim, P = kv->page_tokens;                                               \
@@ -329,7 +331,6 @@ the line-fill buffers and stall. */
                     const size_t at = (size_t)(jb + r) * kv->row_bytes;                            \
                     for (int line = 0; line < row_lines; line++) {                                 \
                         __builtin_prefetch(next_K + at + 64 * line, 0, 3);                         \
-                        __builtin_prefetch(next_V + at + 64 * line, 0, 3);                         \
                     }                                                                              \
                 }                                                                                  \
             }                                                                                      \
@@ -369,6 +370,11 @@ the line-fill buffers and stall. */
         /* out = out * alpha + sum_j p_j v_j, each element in position order (chunks of 16,        \
            ATTENTION_V_CHUNKS at a time: independent chains) */                                    \
         enum { CHUNKS = ATTENTION_V_CHUNKS };                                                      \
+        /* the next page's V block over the V loop's steps (where there is no next page, this    \
+           one's again: no branch in the loop) */                                                 \
+        const int passes = (D + 16 * CHUNKS - 1) / (16 * CHUNKS);                                  \
+        const unsigned char *ask = next_V != NULL ? next_V : V;                                    \
+        const int64_t ask_step = kv->head_bytes / (passes * P);                                    \
         for (int d = 0; d < D; d += 16 * CHUNKS) {                                                 \
             v16 o[heads][CHUNKS];                                                                  \
             for (int h = 0; h < heads; h++) {                                                      \
@@ -381,6 +387,8 @@ the line-fill buffers and stall. */
                 }                                                                                  \
             }                                                                                      \
             for (int j = j0; j < j1; j++) {                                                        \
+                __builtin_prefetch(ask, 0, 3);                                                     \
+                ask += ask_step;                                                                   \
                 for (int c = 0; c < CHUNKS && d + 16 * c < D; c++) {                               \
                     const v16 v = kv_load_##type(V, kv->row_bytes, j, d + 16 * c);                 \
                     for (int h = 0; h < heads; h++) {                                              \
