@@ -4,11 +4,14 @@ layer and KV head of a context `--depth` positions deep, as one decode step comp
 The pages are filled with random K and V and placed in a shuffled order (a long-lived context's
 pages lie anywhere in the arena); the figure is milliseconds per token step and the GB/s of KV
 bytes it reads, for each kernel set the machine runs. Threads are the engine's business, not
-this script's: it calls the kernel from one thread, as one unit of the engine's split.
+this script's: it calls the kernel from one thread, as one unit of the engine's split. With
+--hot every position reads the first page (each layer and head its own block of it, in cache
+after the first tile): the arithmetic alone, so that the difference to a run without it is what
+memory adds.
 
     python bench/bench_attention.py [--shape llama-1b] [--depth 4096] [--kv-type f16]
                                     [--page-tokens 32] [--kernels reference,avx2] [--repeat 5]
-                                    [--json]
+                                    [--hot] [--json]
 """
 
 from __future__ import annotations
@@ -75,6 +78,9 @@ def main() -> None:
         "--kernels", default=",".join(E.kernel_sets()), help="comma-separated kernel sets"
     )
     parser.add_argument("--repeat", type=int, default=5, help="timed steps (median shown)")
+    parser.add_argument(
+        "--hot", action="store_true", help="every position reads the first page (in cache)"
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON list")
     args = parser.parse_args()
     if args.depth < 1 or args.repeat < 1:
@@ -87,6 +93,8 @@ def main() -> None:
     rng = np.random.default_rng(0)
     memory = filled_pages(shape, args.depth, args.page_tokens, args.kv_type.upper(), rng)
     pages = rng.permutation(memory.n_pages).astype(np.int32)
+    if args.hot:
+        pages[:] = 0
     group = shape.n_head // shape.n_head_kv
     q = rng.standard_normal((group, shape.head_dim)).astype(np.float32)
     kv_bytes = memory.page_bytes * args.depth / args.page_tokens
@@ -106,6 +114,7 @@ def main() -> None:
                 "kv_type": args.kv_type,
                 "page_tokens": args.page_tokens,
                 "kernels": kernels,
+                "hot": args.hot,
                 "ms_per_step": round(1000 * seconds, 2),
                 "kv_gb_per_s": round(kv_bytes / seconds / 1e9, 2),
             }
@@ -116,7 +125,7 @@ def main() -> None:
     print(
         f"{shape.name} ({shape.like}): {shape.n_layer} layers x {shape.n_head_kv} KV heads of "
         f"{shape.head_dim}, {group} query heads each; depth {args.depth}, {args.kv_type} KV "
-        f"in pages of {args.page_tokens}"
+        f"in pages of {args.page_tokens}{', every position on the first page' if args.hot else ''}"
     )
     print(f"{'kernels':<12}{'ms a step':>10}{'KV GB/s':>10}")
     for row in rows:

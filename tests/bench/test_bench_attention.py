@@ -46,6 +46,13 @@ def test_every_kernel_set_is_timed_at_the_depth_asked():
         assert row["ms_per_step"] > 0 and row["kv_gb_per_s"] > 0
 
 
+def test_hot_runs_are_marked():
+    done = run("--depth", "40", "--repeat", "1", "--kernels", "reference", "--hot", "--json")
+    assert done.returncode == 0, done.stderr
+    [row] = json.loads(done.stdout)
+    assert row["hot"] is True and row["ms_per_step"] > 0
+
+
 def test_a_depth_of_zero_is_refused():
     done = run("--depth", "0")
     assert done.returncode == 2

@@ -1,0 +1,33 @@
+"""bench/bench_depth.py times decode on an empty and on a deep context of one model, in turn."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_depth.py"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def test_both_decodes_are_timed_and_their_share_reported(gemma_path):
+    done = run(
+        "--model", str(gemma_path), "--depth", "80", "--n-gen", "5", "--rounds", "2",
+        "--threads", "1", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["depth"], report["rounds"], report["threads"]) == (80, 2, 1)
+    assert report["empty_tps"] > 0 and report["depth_tps"] > 0 and report["share"] > 0
+
+
+def test_a_shallow_depth_is_refused():
+    done = run("--depth", "8")
+    assert done.returncode == 2
+    assert "--depth must be at least 16" in done.stderr
