@@ -1,0 +1,107 @@
+/* Decode attention of two builds of the AVX2 kernels, step by step in turn, on one KV arena.
+
+A shared machine's speed moves by more than a kernel change, also between runs seconds apart; a
+step of build A and then one of build B see about the same machine, so the median of the steps'
+B/A ratios holds still where the two medians do not. One step is one token's attention over
+every layer and KV head of the Llama-3.2-1B shape (16 layers, 8 KV heads of 64, 4 query heads
+each, fp16 KV in shuffled pages of 32 positions, 2 MiB pages asked for as the engine does). Both
+builds must give the same output bits; the program says whether they did. Built and run by
+bench/attention_ab.sh, which names the two builds kern_A and kern_B.
+
+    attention_ab DEPTH STEPS [hot]    hot: every position on the first page (in cache)
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "fp16.h"
+#include "kernels.h"
+
+const llamay_kernels *kern_A(void);
+const llamay_kernels *kern_B(void);
+
+enum { LAYERS = 16, KV_HEADS = 8, HEAD_DIM = 64, GROUP = 4, PAGE = 32 };
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static float normal(void) { /* Box-Muller */
+    const double u = (rand() + 1.0) / (RAND_MAX + 2.0), v = rand() / (RAND_MAX + 1.0);
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static int by_value(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s DEPTH STEPS [hot]\n", argv[0]);
+        return 2;
+    }
+    const int depth = atoi(argv[1]), steps = atoi(argv[2]), hot = argc > 3;
+    if (depth < 1 || steps < 1 || steps > 4096) {
+        fprintf(stderr, "DEPTH must be at least 1, STEPS 1 to 4096\n");
+        return 2;
+    }
+    const int n_pages = (depth + PAGE - 1) / PAGE;
+    llamay_pages kv = {0};
+    kv.row_bytes = HEAD_DIM * 2;
+    kv.head_bytes = PAGE * kv.row_bytes;
+    kv.kv_bytes = KV_HEADS * kv.head_bytes;
+    kv.layer_bytes = 2 * kv.kv_bytes;
+    kv.page_bytes = LAYERS * kv.layer_bytes;
+    kv.n_pages = n_pages, kv.n_layers = LAYERS, kv.n_kv_heads = KV_HEADS;
+    kv.head_dim = HEAD_DIM, kv.page_tokens = PAGE, kv.type = LLAMAY_KV_F16;
+    const size_t huge = 2u << 20, bytes = ((size_t)n_pages * kv.page_bytes + huge - 1) & ~(huge - 1);
+    kv.base = aligned_alloc(huge, bytes);
+    madvise(kv.base, bytes, MADV_HUGEPAGE);
+    srand(1);
+    uint16_t *x = (uint16_t *)kv.base;
+    for (size_t i = 0; i < (size_t)n_pages * kv.page_bytes / 2; i++) x[i] = llamay_fp32_to_fp16(normal());
+    int32_t *pages = malloc((size_t)n_pages * sizeof *pages);
+    for (int i = 0; i < n_pages; i++) pages[i] = hot ? 0 : i;
+    for (int i = n_pages - 1; i > 0 && !hot; i--) {
+        const int j = rand() % (i + 1), t = pages[i];
+        pages[i] = pages[j], pages[j] = t;
+    }
+    float q[GROUP * HEAD_DIM], out[2][GROUP * HEAD_DIM];
+    for (int i = 0; i < GROUP * HEAD_DIM; i++) q[i] = normal();
+
+    const llamay_kernels *builds[2] = {kern_A(), kern_B()};
+    double *ratios = malloc((size_t)steps * sizeof *ratios), best[2] = {1e9, 1e9}, a_seconds = 0;
+    int same = 1;
+    for (int r = 0; r < 2 * steps; r++) {
+        const int b = r % 2;
+        const double started = now();
+        for (int layer = 0; layer < LAYERS; layer++) {
+            for (int head = 0; head < KV_HEADS; head++) {
+                const llamay_attention a = {
+                    .kv = &kv, .page_table = pages, .layer = layer, .kv_head = head,
+                    .n_q = GROUP, .pos = depth - 1, .scale = 0.125f, .q = q, .out = out[b]};
+                builds[b]->attention(&a);
+            }
+        }
+        const double seconds = now() - started;
+        best[b] = seconds < best[b] ? seconds : best[b];
+        if (b == 0) {
+            a_seconds = seconds;
+        } else {
+            ratios[r / 2] = seconds / a_seconds;
+            same &= memcmp(out[0], out[1], sizeof out[0]) == 0;
+        }
+    }
+    qsort(ratios, (size_t)steps, sizeof *ratios, by_value);
+    printf("depth %d%s, %d steps each: B/A median %.3f (quartiles %.3f, %.3f); fastest step A "
+           "%.2f ms, B %.2f ms; output bits %s\n",
+           depth, hot ? " (hot)" : "", steps, ratios[steps / 2], ratios[steps / 4],
+           ratios[3 * steps / 4], 1e3 * best[0], 1e3 * best[1], same ? "the same" : "DIFFERENT");
+    return same ? 0 : 1;
+}

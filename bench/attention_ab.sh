@@ -1,0 +1,27 @@
+#!/bin/sh
+# Two builds of the AVX2 attention kernel, step by step in turn (see bench/attention_ab.c):
+#
+#     bench/attention_ab.sh REV_A REV_B [DEPTH] [STEPS] [hot]
+#
+# REV_A and REV_B are git revisions, or "." for the working tree; e.g. HEAD~1 . 4096 30.
+# Built with setup.py's flags for this machine.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+flags="-O3 -fno-fast-math -ffp-contract=off -fno-math-errno -std=gnu11 -march=native"
+for side in A B; do
+    rev=$1
+    shift
+    mkdir -p "$work/$side"
+    if [ "$rev" = . ]; then
+        cp -r "$root/llamay/_core/csrc" "$work/$side/"
+    else
+        git -C "$root" archive "$rev" llamay/_core/csrc | tar -x -C "$work/$side" --strip-components=2
+    fi
+    printf '#define llamay_kernels_avx2 kern_%s\n#include "kernels_avx2.c"\n' "$side" > "$work/$side/csrc/build.c"
+    cc $flags -I"$work/$side/csrc" -c "$work/$side/csrc/build.c" -o "$work/$side.o"
+done
+cc $flags -I"$root/llamay/_core/csrc" "$root/bench/attention_ab.c" "$work/A.o" "$work/B.o" \
+    -o "$work/attention_ab" -lm
+"$work/attention_ab" "${1:-4096}" "${2:-30}" ${3:+"$3"}
