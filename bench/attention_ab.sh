@@ -6,6 +6,10 @@
 # REV_A and REV_B are git revisions, or "." for the working tree; e.g. HEAD~1 . 4096 30.
 # Built with setup.py's flags for this machine.
 set -eu
+if [ $# -lt 2 ]; then
+    echo "usage: $0 REV_A REV_B [DEPTH] [STEPS] [hot]" >&2
+    exit 2
+fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
