@@ -198,16 +198,22 @@ static inline void dot_1x2(const float *q, const float *k0, const float *k1, int
    every head (by kv_load_<type>, whose other half the compiler drops) and each q half loaded
    once for every row. The same chains, so the same bits. */
 /* Rows jb .. jb + 7's scores for `heads` query heads into s[h][jb ..], rows past j1 - 1 read
-   as row j1 - 1 (their scores land past j1, where nothing reads them). */
+   as row j1 - 1 (their scores land past j1, where nothing reads them); the same rows of the
+   next page's K block (next_K, NULL: none) asked for R at a time. */
 #define QK_ROWS8(type, heads)                                                                      \
     static inline void qk_rows8_##type##_##heads(const float *q, const unsigned char *K,           \
-                                                 int64_t row_bytes, int jb, int j1, int D,         \
-                                                 float scale, float *s, int s_stride) {            \
+                                                 const unsigned char *next_K, int64_t row_bytes,   \
+                                                 int jb, int j1, int D, float scale, float *s,     \
+                                                 int s_stride) {                                   \
         enum { R = 8 / heads };                                                                    \
         __m256 h[heads][8];                                                                        \
         for (int r0 = 0; r0 < 8; r0 += R) {                                                        \
             int row[R];                                                                            \
             for (int r = 0; r < R; r++) row[r] = jb + r0 + r < j1 ? jb + r0 + r : j1 - 1;          \
+            for (int r = 0; r < R && next_K != NULL && jb + r0 + r < j1; r++) {                   \
+                const unsigned char *ask = next_K + (size_t)(jb + r0 + r) * row_bytes;             \
+                for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(ask + b, 0, 3);     \
+            }                                                                                      \
             for (int half = 0; half < 2; half++) {                                                 \
                 __m256 acc[R][heads];                                                              \
                 for (int r = 0; r < R; r++) {                                                      \
@@ -244,7 +250,7 @@ QK_ROWS8_TYPE(q8_0)
 #undef QK_ROWS8
 #define QK_SCRATCH (void)0
 #define QK_BLOCK(type, heads)                                                                      \
-    qk_rows8_##type##_##heads(q, K, kv->row_bytes, jb, j1, D, a->scale, &s[0][0], 64 + 8)
+    qk_rows8_##type##_##heads(q, K, next_K, kv->row_bytes, jb, j1, D, a->scale, &s[0][0], 64 + 8)
 #else
 /* Rows jb .. jb + 7's scores: each K row converted once into fp32 `k` and read there by every
    head, two rows by two heads (rows past `rows` hold what an earlier block left: their trees
@@ -254,6 +260,11 @@ QK_ROWS8_TYPE(q8_0)
     memset(k, 0, sizeof k)
 #define QK_BLOCK(type, heads)                                                                      \
     do {                                                                                           \
+        const int rows = j1 - jb < 8 ? j1 - jb : 8;                                                \
+        for (int r = 0; r < rows && next_K != NULL; r++) { /* the same rows of the next page */    \
+            const unsigned char *ask = next_K + (size_t)(jb + r) * kv->row_bytes;                  \
+            for (int64_t b = 0; b < kv->row_bytes; b += 64) __builtin_prefetch(ask + b, 0, 3);     \
+        }                                                                                          \
         for (int r = 0; r < rows; r++) {                                                           \
             for (int d = 0; d < D; d += 16) {                                                      \
                 v16_store(k + (size_t)r * D + d, kv_load_##type(K, kv->row_bytes, jb + r, d));     \
@@ -289,7 +300,7 @@ QK_ROWS8_TYPE(q8_0)
 `heads` query heads (a compile-time constant, so that the accumulators live in registers);
 head_dim a multiple of 16; page_tokens a multiple of 16, at most 64. Scores come eight rows at a
 time from QK_BLOCK. The next page lies anywhere, where the prefetchers cannot guess it: its K
-rows are asked for a row at a time over the scores, its V block a line or part of one at each step
+rows are asked for by QK_BLOCK as it scores the same rows, its V block a line or part of one at each step
 of the V loop, so that memory stays busy through the whole tile instead of in bursts that fill the
 line-fill buffers and stall (asking for K and V during the scores alone left the arithmetic and
 the memory taking turns: the time a step was their sum). */
@@ -297,7 +308,6 @@ the memory taking turns: the time a step was their sum). */
     const llamay_pages *kv = a->kv;                                                                \
     const int D = kv->head_dim, P = kv->page_tokens;                                               \
     const int first = a->window > 0 && a->pos - a->window + 1 > 0 ? a->pos - a->window + 1 : 0;    \
-    const int row_lines = (int)((kv->row_bytes + 63) / 64);                                        \
     float m[heads], l[heads], alpha[16];                                                           \
     float s[heads][64 + 8];                                                                        \
     QK_SCRATCH;                                                                                    \
@@ -324,16 +334,6 @@ the memory taking turns: the time a step was their sum). */
         /* scores q.k * scale, soft-capped: lane sums over the chunks of 16 in order, then the     \
            lanes' tree; eight rows at a time, so that eight trees are summed side by side */       \
         for (int jb = j0; jb < j1; jb += 8) {                                                      \
-            const int rows = j1 - jb < 8 ? j1 - jb : 8;                                            \
-            if (next_K != NULL) {                                                                  \
-                for (int r = 0; r < rows; r++) {                                                   \
-                    /* row jb + r of the next page */                                              \
-                    const size_t at = (size_t)(jb + r) * kv->row_bytes;                            \
-                    for (int line = 0; line < row_lines; line++) {                                 \
-                        __builtin_prefetch(next_K + at + 64 * line, 0, 3);                         \
-                    }                                                                              \
-                }                                                                                  \
-            }                                                                                      \
             /* s has 8 slots past the page for the rows past j1 */                                 \
             QK_BLOCK(type, heads);                                                                 \
         }                                                                                          \
