@@ -154,6 +154,13 @@ static inline v16 kv_load_q8_0(const unsigned char *rows, int64_t row_bytes, int
                    v16_set1(llamay_fp16_to_fp32(scale)));
 }
 
+/* Row `row` of the next page's K block, asked for line by line: QK_BLOCK asks for the rows it
+   scores, so that the next page's K arrives over the whole score loop */
+static inline void ask_next_row(const unsigned char *next_K, int64_t row_bytes, int row) {
+    const unsigned char *ask = next_K + (size_t)row * row_bytes;
+    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(ask + b, 0, 3);
+}
+
 /* x where lane j + i lies in j0 .. j1 - 1, `outside` elsewhere */
 static inline v16 visible_lanes(v16 x, int j, int j0, int j1, float outside) {
     if (j >= j0 && j + 16 <= j1) {
@@ -211,8 +218,7 @@ static inline void dot_1x2(const float *q, const float *k0, const float *k1, int
             int row[R];                                                                            \
             for (int r = 0; r < R; r++) row[r] = jb + r0 + r < j1 ? jb + r0 + r : j1 - 1;          \
             for (int r = 0; r < R && next_K != NULL && jb + r0 + r < j1; r++) {                   \
-                const unsigned char *ask = next_K + (size_t)(jb + r0 + r) * row_bytes;             \
-                for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(ask + b, 0, 3);     \
+                ask_next_row(next_K, row_bytes, jb + r0 + r);                                      \
             }                                                                                      \
             for (int half = 0; half < 2; half++) {                                                 \
                 __m256 acc[R][heads];                                                              \
@@ -261,10 +267,7 @@ QK_ROWS8_TYPE(q8_0)
 #define QK_BLOCK(type, heads)                                                                      \
     do {                                                                                           \
         const int rows = j1 - jb < 8 ? j1 - jb : 8;                                                \
-        for (int r = 0; r < rows && next_K != NULL; r++) { /* the same rows of the next page */    \
-            const unsigned char *ask = next_K + (size_t)(jb + r) * kv->row_bytes;                  \
-            for (int64_t b = 0; b < kv->row_bytes; b += 64) __builtin_prefetch(ask + b, 0, 3);     \
-        }                                                                                          \
+        for (int r = 0; r < rows && next_K != NULL; r++) ask_next_row(next_K, kv->row_bytes, jb + r); \
         for (int r = 0; r < rows; r++) {                                                           \
             for (int d = 0; d < D; d += 16) {                                                      \
                 v16_store(k + (size_t)r * D + d, kv_load_##type(K, kv->row_bytes, jb + r, d));     \
@@ -300,10 +303,10 @@ QK_ROWS8_TYPE(q8_0)
 `heads` query heads (a compile-time constant, so that the accumulators live in registers);
 head_dim a multiple of 16; page_tokens a multiple of 16, at most 64. Scores come eight rows at a
 time from QK_BLOCK. The next page lies anywhere, where the prefetchers cannot guess it: its K
-rows are asked for by QK_BLOCK as it scores the same rows, its V block a line or part of one at each step
-of the V loop, so that memory stays busy through the whole tile instead of in bursts that fill the
-line-fill buffers and stall (asking for K and V during the scores alone left the arithmetic and
-the memory taking turns: the time a step was their sum). */
+rows are asked for by QK_BLOCK as it scores the same rows, its V block a line or part of one at
+each step of the V loop, so that memory stays busy through the whole tile instead of in bursts
+that fill the line-fill buffers and stall (asking for K and V during the scores alone left the
+arithmetic and the memory taking turns: the time a step was their sum). */
 #define ATTENTION_BODY(type, heads)                                                                \
     const llamay_pages *kv = a->kv;                                                                \
     const int D = kv->head_dim, P = kv->page_tokens;                                               \
