@@ -33,6 +33,8 @@
 #define KX_ROWS 16
 /* enough independent vpdpbusd chains to cover its latency, within 32 registers */
 #define KX_TOKENS 8
+/* steps of more tokens than this expand each group once for every pass (kx8_kernel) */
+#define KX8_EXPAND_ABOVE KX_TOKENS
 #define KX_Q5_K_CHUNKS_PER_SUM 4
 #define KX_Q6_K_CHUNKS_PER_SUM 2
 typedef __m512i kx_i;
@@ -105,6 +107,9 @@ INLINE kx_i kx_scale(kx_i pair, int s) {
 
 INLINE kx_i kx_scaled(kx_i partial, kx_i scale) { return _mm512_mullo_epi32(partial, scale); }
 
+/* 32 registers: nothing spills */
+INLINE kx_i kx_settle(kx_i v) { return v; }
+
 /* IQ4_XS's values, made unsigned (+128: matmul_avx512.c's table) */
 INLINE kx_i kx_iq4_xs_table(void) { return lookup_table(kvalues_iq4nl); }
 #define kx_lookup _mm512_shuffle_epi8
@@ -113,6 +118,11 @@ INLINE kx_i kx_iq4_xs_table(void) { return lookup_table(kvalues_iq4nl); }
 
 #define KX_ROWS 8
 #define KX_TOKENS 4
+/* two passes of four tokens assemble Q4_K's bits from the packed bytes (in L1 for the second)
+   faster than they read them expanded, twice the bytes, and as fast for Q6_K (bench_matmul.py
+   --step-tokens 8 --kernels avx2: Q4_K and the Q6_K output matrix 1.2 times); more passes
+   than two gain from the expansion */
+#define KX8_EXPAND_ABOVE (2 * KX_TOKENS)
 #define KX_Q5_K_CHUNKS_PER_SUM 2
 #define KX_Q6_K_CHUNKS_PER_SUM 1
 typedef __m256i kx_i;
@@ -165,10 +175,19 @@ INLINE kx_i kx_and_or(kx_i a, kx_i mask, kx_i b) {
     return _mm256_or_si256(_mm256_and_si256(a, mask), b);
 }
 
+/* A sum, complete where it stands. Integer adds reassociate freely, and GCC computed a
+   sub-block's products for every token (32 registers' worth) before adding any, spilling most
+   of them to the stack; an empty asm on each sum keeps the order as written (Q4_K's prefill
+   matrices 1.15-1.8 times as fast, bench_matmul.py --kernels avx2). */
+INLINE kx_i kx_settle(kx_i v) {
+    __asm__("" : "+x"(v));
+    return v;
+}
+
 /* the partial sums are int16 pairs */
 INLINE kx_i kx_chunk(kx_i partial, kx_i lo, kx_i hi, kx_i xl, kx_i xh) {
     const __m256i dl = _mm256_maddubs_epi16(lo, xl), dh = _mm256_maddubs_epi16(hi, xh);
-    return _mm256_add_epi16(partial, _mm256_add_epi16(dl, dh));
+    return kx_settle(_mm256_add_epi16(partial, _mm256_add_epi16(dl, dh)));
 }
 
 /* int16 pair lanes [a, b] of each row -> [a, a] (s = 0) or [b, b] (s = 1) */
@@ -191,8 +210,9 @@ INLINE kx_i kx_iq4_xs_table(void) { return lookup_table(kvalues_iq4nl); }
 /* a chunk of signed weights lo, hi with the activations' four bytes xl, xh: each half's int16
    pairs (signed_pairs: no saturation) widened by the scale pair, into acc (int32) */
 INLINE kx_i kx_chunk_signed(kx_i acc, kx_i lo, kx_i hi, kx_i xl, kx_i xh, kx_i scale) {
-    return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(signed_pairs(lo, xl), scale),
-                                                  _mm256_madd_epi16(signed_pairs(hi, xh), scale)));
+    return kx_settle(
+        _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(signed_pairs(lo, xl), scale),
+                                               _mm256_madd_epi16(signed_pairs(hi, xh), scale))));
 }
 
 #endif
@@ -265,7 +285,7 @@ INLINE void kx8_chunk_tokens_signed(kx_i lo, kx_i hi, const int8_t *const *x, co
 
 INLINE void kx8_take_partials(kx_i *partial, kx_i scale, const int nt, kx_i *i1) {
     for (int t = 0; t < nt; t++) {
-        i1[t] = kx_add32(i1[t], kx_scaled(partial[t], scale));
+        i1[t] = kx_settle(kx_add32(i1[t], kx_scaled(partial[t], scale)));
         partial[t] = kx_zero();
     }
 }
@@ -573,8 +593,9 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
 
 /* Decode steps of up to this many tokens read one group at a time (with sixteen lanes, the
    group twice), assembling each super-block's bits in registers as they read it: the memory
-   is the limit there, and it streams one address range faster than two. Tokens for more than
-   one pass expand a group's (or two groups') super-blocks once, then share them. */
+   is the limit there, and it streams one address range faster than two. Steps of more than
+   KX8_EXPAND_ABOVE tokens expand a group's (or two groups') super-blocks once, then share
+   them. */
 #define KX8_ONE_GROUP_TOKENS 4
 
 /* Whether sixteen lanes hold two groups for n_tok tokens. Q3_K and Q2_K always take two:
@@ -595,7 +616,7 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
     llamay_act_q acts[TOKEN_CHUNK];
     const int nb = w->n_cols / 256;
     kx_i *expanded = NULL; /* without it (no memory), each pass expands what it reads */
-    if (n_tokens > KX_TOKENS) {
+    if (n_tokens > KX8_EXPAND_ABOVE) {
         expanded = aligned_alloc(64, (size_t)nb * KX8_EXPANDED * sizeof(kx_i));
     }
     for (int t0 = 0; t0 < n_tokens; t0 += TOKEN_CHUNK) {
@@ -608,7 +629,7 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
             for (int g = 0, two; g < n_rows; g += two ? KX_ROWS : LLAMAY_KX8_ROWS) {
                 two = kx8_two_groups(type, n_tok) && n_rows - g > LLAMAY_KX8_ROWS;
                 const kx_i *e = NULL;
-                if (expanded && n_tok > KX_TOKENS) { /* shared by two passes or more */
+                if (expanded && n_tok > KX8_EXPAND_ABOVE) { /* shared by the passes */
                     const size_t next_group = kx8_next_group(type, nb, two);
                     for (int b = 0; b < nb; b++) {
                         const uint8_t *block = llamay_kx8_block(w, r0 + g, b);
