@@ -33,8 +33,8 @@
 #define KX_ROWS 16
 /* enough independent vpdpbusd chains to cover its latency, within 32 registers */
 #define KX_TOKENS 8
-/* steps of more tokens than this expand each group once for every pass (kx8_kernel) */
-#define KX8_EXPAND_ABOVE KX_TOKENS
+/* tokens a pass over expanded super-blocks takes (kx8_kernel: steps of more than KX_TOKENS) */
+#define KX8_EXPANDED_TOKENS KX_TOKENS
 #define KX_Q5_K_CHUNKS_PER_SUM 4
 #define KX_Q6_K_CHUNKS_PER_SUM 2
 typedef __m512i kx_i;
@@ -117,12 +117,14 @@ INLINE kx_i kx_iq4_xs_table(void) { return lookup_table(kvalues_iq4nl); }
 #else /* AVX2 */
 
 #define KX_ROWS 8
-#define KX_TOKENS 4
-/* two passes of four tokens assemble Q4_K's bits from the packed bytes (in L1 for the second)
-   faster than they read them expanded, twice the bytes, and as fast for Q6_K (bench_matmul.py
-   --step-tokens 8 --kernels avx2: Q4_K and the Q6_K output matrix 1.2 times); more passes
-   than two gain from the expansion */
-#define KX8_EXPAND_ABOVE (2 * KX_TOKENS)
+/* A step of up to eight tokens takes one pass, assembling each chunk's bits once for all of
+   them: with sixteen registers some sums live in L1, but a step of eight tokens of the 1B
+   shape ran 1.26 times as fast as in two passes of four (bench/matmul_ab.py --kernels avx2),
+   and two passes of four 1.28 times as fast as expanding the bits first (twice the bytes to
+   read back). Over expanded super-blocks (prefill), passes of eight spilled more than they
+   saved: 0.85 times the speed of passes of four. */
+#define KX_TOKENS 8
+#define KX8_EXPANDED_TOKENS 4
 #define KX_Q5_K_CHUNKS_PER_SUM 2
 #define KX_Q6_K_CHUNKS_PER_SUM 1
 typedef __m256i kx_i;
@@ -594,8 +596,8 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
 /* Decode steps of up to this many tokens read one group at a time (with sixteen lanes, the
    group twice), assembling each super-block's bits in registers as they read it: the memory
    is the limit there, and it streams one address range faster than two. Steps of more than
-   KX8_EXPAND_ABOVE tokens expand a group's (or two groups') super-blocks once, then share
-   them. */
+   KX_TOKENS tokens expand a group's (or two groups') super-blocks once, then share them,
+   KX8_EXPANDED_TOKENS at a time. */
 #define KX8_ONE_GROUP_TOKENS 4
 
 /* Whether sixteen lanes hold two groups for n_tok tokens. Q3_K and Q2_K always take two:
@@ -616,7 +618,7 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
     llamay_act_q acts[TOKEN_CHUNK];
     const int nb = w->n_cols / 256;
     kx_i *expanded = NULL; /* without it (no memory), each pass expands what it reads */
-    if (n_tokens > KX8_EXPAND_ABOVE) {
+    if (n_tokens > KX_TOKENS) {
         expanded = aligned_alloc(64, (size_t)nb * KX8_EXPANDED * sizeof(kx_i));
     }
     for (int t0 = 0; t0 < n_tokens; t0 += TOKEN_CHUNK) {
@@ -629,7 +631,7 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
             for (int g = 0, two; g < n_rows; g += two ? KX_ROWS : LLAMAY_KX8_ROWS) {
                 two = kx8_two_groups(type, n_tok) && n_rows - g > LLAMAY_KX8_ROWS;
                 const kx_i *e = NULL;
-                if (expanded && n_tok > KX8_EXPAND_ABOVE) { /* shared by the passes */
+                if (expanded && n_tok > KX_TOKENS) { /* shared by the passes */
                     const size_t next_group = kx8_next_group(type, nb, two);
                     for (int b = 0; b < nb; b++) {
                         const uint8_t *block = llamay_kx8_block(w, r0 + g, b);
@@ -639,10 +641,11 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
                     }
                     e = expanded;
                 }
-                for (int t = 0; t < n_tok; t += KX_TOKENS) {
+                const int pass = e != NULL ? KX8_EXPANDED_TOKENS : KX_TOKENS;
+                for (int t = 0; t < n_tok; t += pass) {
                     const llamay_act_q *a[KX_TOKENS];
                     kx_f v[KX_TOKENS];
-                    const int nt = n_tok - t < KX_TOKENS ? n_tok - t : KX_TOKENS;
+                    const int nt = n_tok - t < pass ? n_tok - t : pass;
                     for (int k = 0; k < nt; k++) {
                         a[k] = &acts[t + k];
                     }
@@ -653,12 +656,10 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
                     KX8_CASE(1)
                     KX8_CASE(2)
                     KX8_CASE(3)
-#if KX_TOKENS > 4
                     KX8_CASE(4)
                     KX8_CASE(5)
                     KX8_CASE(6)
                     KX8_CASE(7)
-#endif
                     default: kx8_group(type, w, a, r0 + g, two, KX_TOKENS, v, e); break;
                     }
 #undef KX8_CASE

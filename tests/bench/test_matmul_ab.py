@@ -1,0 +1,36 @@
+"""bench/matmul_ab.py loads two builds' matmul modules in one process and times them in turn;
+a build against itself gives the same bits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench" / "matmul_ab.py"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def test_the_working_tree_against_itself(gemma_path):
+    done = run(
+        str(ROOT), str(ROOT), "--model", str(gemma_path), "--tokens", "1,3", "--rounds", "1",
+        "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [s["tokens"] for s in report["steps"]] == [1, 3]
+    assert all(s["ms_a"] > 0 and s["ms_b"] > 0 and s["speedup"] > 0 for s in report["steps"])
+    assert report["same_bits"] is True
+
+
+def test_a_checkout_without_a_build_is_refused(tmp_path, gemma_path):
+    done = run(str(tmp_path), str(ROOT), "--model", str(gemma_path))
+    assert done.returncode != 0
+    assert "no built llamay/_core/matmul module" in done.stderr
