@@ -33,7 +33,8 @@ from llamay.store import resolve_model
 
 
 def matmul_module(checkout: Path) -> ModuleType:
-    """The matmul extension built in place in checkout, loaded beside any other."""
+    """The matmul extension under checkout (built in place, or installed there), loaded beside
+    any other."""
     found = sorted((checkout / "llamay" / "_core").glob("matmul.*.so"))
     if not found:
         raise SystemExit(f"{checkout}: no built llamay/_core/matmul module (build it in place)")
@@ -61,8 +62,8 @@ def same_bits(a: ModuleType, b: ModuleType, weights: list, kernels: str) -> bool
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("a", type=Path, help="checkout of build A, built in place")
-    parser.add_argument("b", type=Path, help="checkout of build B, built in place")
+    parser.add_argument("a", type=Path, help="build A: a checkout built in place, or site-packages")
+    parser.add_argument("b", type=Path, help="build B: a checkout built in place, or site-packages")
     parser.add_argument(
         "--model", default="llama-1b:Q4_K_M", help="a path, store name or SHAPE:TYPE"
     )

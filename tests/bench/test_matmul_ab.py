@@ -8,8 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "bench" / "matmul_ab.py"
+import llamay
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "matmul_ab.py"
+# where the built package lies: the source tree (built in place) or site-packages (installed)
+BUILT = Path(llamay.__file__).resolve().parents[1]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -20,7 +23,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 def test_the_working_tree_against_itself(gemma_path):
     done = run(
-        str(ROOT), str(ROOT), "--model", str(gemma_path), "--tokens", "1,3", "--rounds", "1",
+        str(BUILT), str(BUILT), "--model", str(gemma_path), "--tokens", "1,3", "--rounds", "1",
         "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -31,6 +34,6 @@ def test_the_working_tree_against_itself(gemma_path):
 
 
 def test_a_checkout_without_a_build_is_refused(tmp_path, gemma_path):
-    done = run(str(tmp_path), str(ROOT), "--model", str(gemma_path))
+    done = run(str(tmp_path), str(BUILT), "--model", str(gemma_path))
     assert done.returncode != 0
     assert "no built llamay/_core/matmul module" in done.stderr
