@@ -119,10 +119,11 @@ INLINE kx_i kx_iq4_xs_table(void) { return lookup_table(kvalues_iq4nl); }
 #define KX_ROWS 8
 /* A step of up to eight tokens takes one pass, assembling each chunk's bits once for all of
    them: with sixteen registers some sums live in L1, but a step of eight tokens of the 1B
-   shape ran 1.26 times as fast as in two passes of four (bench/matmul_ab.py --kernels avx2),
-   and two passes of four 1.28 times as fast as expanding the bits first (twice the bytes to
-   read back). Over expanded super-blocks (prefill), passes of eight spilled more than they
-   saved: 0.85 times the speed of passes of four. */
+   shape ran 1.0-1.26 times as fast as in two passes of four (four runs of bench/matmul_ab.py
+   --kernels avx2), and two passes of four ran its Q4_K matrices and its Q6_K output matrix 1.2
+   times as fast as expanding the bits first (twice the bytes to read back), its other Q6_K
+   matrices as fast. Over expanded super-blocks (prefill), passes of eight spilled more than
+   they saved: 0.85 times the speed of passes of four. */
 #define KX_TOKENS 8
 #define KX8_EXPANDED_TOKENS 4
 #define KX_Q5_K_CHUNKS_PER_SUM 2
@@ -179,8 +180,9 @@ INLINE kx_i kx_and_or(kx_i a, kx_i mask, kx_i b) {
 
 /* A sum, complete where it stands. Integer adds reassociate freely, and GCC computed a
    sub-block's products for every token (32 registers' worth) before adding any, spilling most
-   of them to the stack; an empty asm on each sum keeps the order as written (Q4_K's prefill
-   matrices 1.15-1.8 times as fast, bench_matmul.py --kernels avx2). */
+   of them to the stack; an empty asm on each sum keeps the order as written (the 1B shape's
+   Q4_K matrices 1.1-1.3 times as fast with 8 to 512 tokens, Q6_K's 1.1, old and new builds
+   timed in turn in one process). */
 INLINE kx_i kx_settle(kx_i v) {
     __asm__("" : "+x"(v));
     return v;
