@@ -13,7 +13,9 @@ fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-flags="-O3 -fno-fast-math -ffp-contract=off -fno-math-errno -std=gnu11 -march=native"
+# setup.py's BASE_FLAGS, as it writes them, and its default -march
+flags="$(sed -n 's/^BASE_FLAGS = \[\(.*\)\]$/\1/p' "$root/setup.py" | tr -d '",') -march=native"
+case $flags in -O*) ;; *) echo "$0: no BASE_FLAGS in setup.py" >&2; exit 1 ;; esac
 for side in A B; do
     rev=$1
     shift
