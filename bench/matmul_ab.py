@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_matmul import matmul_weights
 from models import resolve as resolve_shape
 
+from llamay.errors import LlamayError
 from llamay.gguf import BY_ID
 from llamay.store import resolve_model
 
@@ -73,13 +74,20 @@ def main() -> None:
     parser.add_argument("--kernels", default="best", help="kernel set (both builds)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    tokens = [int(t) for t in args.tokens.split(",")]
+    try:
+        tokens = [int(t) for t in args.tokens.split(",")]
+    except ValueError:
+        parser.error(f"--tokens takes comma-separated counts, not {args.tokens!r}")
     if args.rounds < 1 or args.threads < 1 or min(tokens) < 1:
         parser.error("--rounds, --threads and every --tokens count must be at least 1")
 
+    try:
+        model = resolve_model(resolve_shape(args.model))
+    except LlamayError as e:
+        parser.error(str(e))
     a, b = matmul_module(args.a.resolve()), matmul_module(args.b.resolve())
     kernels = a.best_kernel_set() if args.kernels == "best" else args.kernels
-    weights = matmul_weights(resolve_model(resolve_shape(args.model)))
+    weights = matmul_weights(model)
     step = [(data, w_type, rows, cols) for _, data, w_type, rows, cols in weights]
     report = {"model": args.model, "kernels": kernels, "threads": args.threads, "steps": []}
     for n in tokens:

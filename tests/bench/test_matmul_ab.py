@@ -37,3 +37,12 @@ def test_a_checkout_without_a_build_is_refused(tmp_path, gemma_path):
     done = run(str(tmp_path), str(BUILT), "--model", str(gemma_path))
     assert done.returncode != 0
     assert "no built llamay/_core/matmul module" in done.stderr
+
+
+def test_a_bad_token_count_or_model_is_refused_in_one_line(tmp_path):
+    done = run(str(BUILT), str(BUILT), "--tokens", "8,x")
+    assert done.returncode == 2
+    assert "--tokens takes comma-separated counts, not '8,x'" in done.stderr
+    done = run(str(BUILT), str(BUILT), "--model", str(tmp_path / "missing.gguf"))
+    assert done.returncode == 2
+    assert "missing.gguf" in done.stderr and "Traceback" not in done.stderr
