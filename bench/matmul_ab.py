@@ -9,7 +9,11 @@ faster), then checks that both give the same bits on each weight type of the mod
 
     git worktree add /tmp/a HEAD~1 && (cd /tmp/a && python setup.py build_ext --inplace)
     python bench/matmul_ab.py /tmp/a . [--model llama-1b:Q4_K_M] [--tokens 1,8,64]
-                              [--threads 1] [--rounds 7] [--kernels avx2] [--json]
+                              [--threads 1] [--rounds 7] [--kernels avx2] [--rows R] [--json]
+
+--rows R times the arithmetic alone: a step is then the first R rows of one weight of each
+(type, columns) the model has, a few MB that stay in cache, where whole matrices stream from
+memory; an arithmetic change shows there without the memory's noise over it.
 """
 
 from __future__ import annotations
@@ -45,6 +49,16 @@ def matmul_module(checkout: Path) -> ModuleType:
     return module
 
 
+def in_cache(weights: list, rows: int) -> list:
+    """The first `rows` rows of one weight of each (type, columns) of `weights`."""
+    chosen = {}
+    for name, data, w_type, n_rows, cols in weights:
+        if (w_type, cols) not in chosen:
+            kept = min(rows, n_rows)
+            chosen[w_type, cols] = (name, data[: len(data) // n_rows * kept], w_type, kept, cols)
+    return list(chosen.values())
+
+
 def same_bits(a: ModuleType, b: ModuleType, weights: list, kernels: str) -> bool:
     """Both builds' products of the first weight of each type with the same activations."""
     rng = np.random.default_rng(0)
@@ -72,14 +86,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--kernels", default="best", help="kernel set (both builds)")
+    parser.add_argument("--rows", type=int, help="time the first ROWS rows of each kind, in cache")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     try:
         tokens = [int(t) for t in args.tokens.split(",")]
     except ValueError:
         parser.error(f"--tokens takes comma-separated counts, not {args.tokens!r}")
-    if args.rounds < 1 or args.threads < 1 or min(tokens) < 1:
-        parser.error("--rounds, --threads and every --tokens count must be at least 1")
+    if min(args.rounds, args.threads, *tokens, 1 if args.rows is None else args.rows) < 1:
+        parser.error("--rounds, --threads, --rows and every --tokens count must be at least 1")
 
     try:
         model = resolve_model(resolve_shape(args.model))
@@ -88,13 +103,23 @@ def main() -> None:
     a, b = matmul_module(args.a.resolve()), matmul_module(args.b.resolve())
     kernels = a.best_kernel_set() if args.kernels == "best" else args.kernels
     weights = matmul_weights(model)
+    if args.rows:
+        weights = in_cache(weights, args.rows)
     step = [(data, w_type, rows, cols) for _, data, w_type, rows, cols in weights]
-    report = {"model": args.model, "kernels": kernels, "threads": args.threads, "steps": []}
+    # in cache, a step is short: enough repeats for a round of about as many bytes as a model
+    repeats = 2 if not args.rows else max(2, round(8e8 / sum(len(w[0]) for w in step)))
+    report = {
+        "model": args.model,
+        "kernels": kernels,
+        "threads": args.threads,
+        "rows": args.rows,
+        "steps": [],
+    }
     for n in tokens:
         ms_a, ms_b, ratios = [], [], []
         for _ in range(args.rounds):
-            t_a = a.time_matmuls(step, n, threads=args.threads, repeats=2, kernels=kernels)
-            t_b = b.time_matmuls(step, n, threads=args.threads, repeats=2, kernels=kernels)
+            t_a = a.time_matmuls(step, n, threads=args.threads, repeats=repeats, kernels=kernels)
+            t_b = b.time_matmuls(step, n, threads=args.threads, repeats=repeats, kernels=kernels)
             ms_a.append(t_a * 1e3)
             ms_b.append(t_b * 1e3)
             ratios.append(t_a / t_b)
@@ -112,7 +137,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(report))
     else:
-        print(f"{args.model}, kernels {kernels}, {args.threads} thread(s), {args.rounds} rounds")
+        rows = f", the first {args.rows} rows of each kind (in cache)" if args.rows else ""
+        print(
+            f"{args.model}{rows}, kernels {kernels}, {args.threads} thread(s), {args.rounds} rounds"
+        )
         for s in report["steps"]:
             print(
                 f"  step of {s['tokens']} token(s): A {s['ms_a']} ms, B {s['ms_b']} ms, "

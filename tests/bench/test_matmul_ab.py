@@ -33,6 +33,21 @@ def test_the_working_tree_against_itself(gemma_path):
     assert report["same_bits"] is True
 
 
+def test_rows_time_a_slice_of_each_kind_of_weight(gemma_path):
+    done = run(
+        str(BUILT), str(BUILT), "--model", str(gemma_path), "--tokens", "2", "--rounds", "1",
+        "--rows", "16", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["rows"] == 16
+    assert [s["tokens"] for s in report["steps"]] == [2]
+    assert report["same_bits"] is True
+    done = run(str(BUILT), str(BUILT), "--model", str(gemma_path), "--rows", "0")
+    assert done.returncode == 2
+    assert "--rows" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_a_checkout_without_a_build_is_refused(tmp_path, gemma_path):
     done = run(str(tmp_path), str(BUILT), "--model", str(gemma_path))
     assert done.returncode != 0
