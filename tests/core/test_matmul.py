@@ -7,6 +7,10 @@ reference), batch sizes (one token vs many), row slices and thread counts.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from gguf import GGMLQuantizationType, quants
@@ -246,6 +250,39 @@ def test_interleaved_layouts_in_every_tile_shape(name, n_cols):
         for n_tokens in (1, 2, 4, 5, 7, 8, 9, 16, 19):
             got = run(name, w, x[:n_tokens], n_rows=29, kernels=kernels)
             assert same_bits(got, expected[:n_tokens]), (kernels, n_tokens)
+
+
+# Products of the matrix in argv[1] with its first 1 and 8 tokens, saved to argv[2]
+PRODUCTS_IN_A_FRESH_PROCESS = """
+import sys
+import numpy as np
+from llamay._core import matmul as mm
+given = np.load(sys.argv[1])
+w, x, w_type, n_rows = given["w"], given["x"], int(given["w_type"]), int(given["n_rows"])
+products = [mm.matmul(w, w_type, n_rows, x.shape[1], x[:n], threads=2) for n in (1, 8)]
+np.savez(sys.argv[2], *products)
+"""
+
+
+@pytest.mark.parametrize("mode", ["l1", "l2"])
+def test_where_the_weights_are_prefetched_changes_no_result(mode, tmp_path):
+    # LLAMAY_PREFETCH (csrc/prefetch.h) is read as the library loads, so each mode runs in a
+    # process of its own. A matrix past 16 MiB: one token reads one group at a time, eight
+    # tokens two groups side by side, each with its own prefetch addresses.
+    name, n_cols = "Q4_K", 768
+    n_rows = (17 << 20) // (n_cols * by_name(name).block_bytes // by_name(name).block_elems)
+    w, x = case(name, n_cols, n_rows=n_rows, n_tokens=8)
+    given, saved = tmp_path / "given.npz", tmp_path / "products.npz"
+    np.savez(given, w=w, x=x, w_type=by_name(name).id, n_rows=n_rows)
+    subprocess.run(
+        [sys.executable, "-c", PRODUCTS_IN_A_FRESH_PROCESS, str(given), str(saved)],
+        env={**os.environ, "LLAMAY_PREFETCH": mode},
+        check=True,
+    )
+    products = np.load(saved)
+    for i, n_tokens in enumerate((1, 8)):
+        here = run(name, w, x[:n_tokens], n_rows=n_rows, threads=2)
+        assert same_bits(products[f"arr_{i}"], here), n_tokens
 
 
 @pytest.mark.parametrize("name", ALL_TYPES)

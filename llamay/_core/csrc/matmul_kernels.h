@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "matmul.h"
+#include "prefetch.h"
 #include "quants.h"
 
 /* ---- quantized activation rows ----
@@ -296,19 +297,6 @@ static inline int llamay_streams_rows(const llamay_weight *w, int n_tokens) {
     const size_t row_bytes = w->packed ? w->packed_row_bytes : w->row_bytes;
     return n_tokens == 1 ||
            (n_tokens <= LLAMAY_DECODE_TOKENS && (size_t)w->n_rows * row_bytes >= LLAMAY_STREAMED_BYTES);
-}
-
-/* A decode step reads each weight byte once. Left to themselves, the hardware prefetchers of
-   the (virtual) machines measured keep too few lines in flight to overlap those loads with the
-   arithmetic: a kernel asks, as it starts on `bytes` of weights at p, for the bytes
-   LLAMAY_PREFETCH_AHEAD further on (weights are laid out in the order they are read). See
-   docs/performance.md, "Models of real shapes". */
-#define LLAMAY_PREFETCH_AHEAD 12288
-
-static inline void llamay_prefetch_ahead(const uint8_t *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) {
-        __builtin_prefetch(p + LLAMAY_PREFETCH_AHEAD + o, 0, 3);
-    }
 }
 
 static inline void llamay_store_results(float *out, size_t out_stride, int t0, int n_tok, int r0,

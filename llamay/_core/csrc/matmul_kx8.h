@@ -529,6 +529,19 @@ INLINE size_t kx8_next_group(int type, int nb, int two) {
     return two ? (size_t)nb * (size_t)llamay_kx8_block_bytes(type) : 0;
 }
 
+/* Where the group at g's stream, read side by side with the group after it (next_group bytes
+   on), is `ahead` bytes after its super-block b: past the group's end, in the pair after. */
+INLINE const uint8_t *kx8_paired_stream(const uint8_t *g, size_t next_group, int b,
+                                        size_t block_bytes, size_t ahead) {
+    const uint8_t *pair = g - (size_t)b * block_bytes;
+    size_t at = (size_t)b * block_bytes + ahead;
+    while (at >= next_group) {
+        at -= next_group;
+        pair += 2 * next_group;
+    }
+    return pair + at;
+}
+
 /* Asks for the bytes ahead of super-block b of the group at g, read from memory. Alone, a
    group's blocks lie end to end and so do the groups: the bytes a fixed distance on. Read side
    by side with the group after it (next_group bytes on, a group's size), past its group's end
@@ -543,16 +556,12 @@ INLINE void kx8_prefetch(int type, const uint8_t *g, size_t next_group, int b) {
         llamay_prefetch_ahead(g, block_bytes);
         return;
     }
-    const uint8_t *pair = g - (size_t)b * block_bytes;
-    size_t at = (size_t)b * block_bytes + 2 * LLAMAY_PREFETCH_AHEAD;
-    while (at >= next_group) {
-        at -= next_group;
-        pair += 2 * next_group;
-    }
-    for (size_t o = 0; o < block_bytes; o += 64) {
-        __builtin_prefetch(pair + at + o, 0, 3);
-        __builtin_prefetch(pair + next_group + at + o, 0, 3);
-    }
+    const size_t far_ahead = 2 * LLAMAY_PREFETCH_AHEAD;
+    const uint8_t *far = kx8_paired_stream(g, next_group, b, block_bytes, far_ahead);
+    const size_t near_ahead = llamay_prefetch_l1_ahead(far_ahead);
+    const uint8_t *near = kx8_paired_stream(g, next_group, b, block_bytes, near_ahead);
+    llamay_prefetch_lines(far, near, block_bytes);
+    llamay_prefetch_lines(far + next_group, near + next_group, block_bytes);
 }
 
 /* KX_ROWS rows from r0 (the group holding r0, and with sixteen lanes the group after it, or

@@ -1,0 +1,67 @@
+/* Software prefetch of memory read once, in order (a decode step's weights).
+
+   A decode step reads each weight byte once, and left to themselves the hardware prefetchers of
+   the (virtual) machines measured keep too few lines in flight to overlap those loads with the
+   arithmetic: a kernel asks, as it starts on `bytes` of weights at p, for the bytes
+   LLAMAY_PREFETCH_AHEAD further on (weights are laid out in the order they are read).
+
+   Each line is asked for twice: into L2 (prefetcht1) that far ahead, and into L1 (prefetcht0)
+   llamay_prefetch_l1_ahead() ahead. On Intel's cores that is LLAMAY_PREFETCH_NEAR: a prefetch
+   into L1 holds one of the core's few L1 miss buffers until memory answers, and with the far
+   lines asked into L1 a one-token step of the 1B shape read 7.7 GB/s on a Xeon VM whose plain
+   read loop reads 14.6-15.6; with the far lines into L2 and the near ones from there into L1,
+   10.4.
+   Elsewhere both requests are for the far lines, the second joining the first: Zen 3 treats
+   prefetcht1 as prefetcht0, and Zen 4's decode reached 31-34 GB/s with prefetcht0 at that
+   distance. LLAMAY_PREFETCH=l2 (near) or l1 (far) in the environment overrides the choice, to
+   compare the two on one machine. See docs/performance.md, "Prefetch into L2". */
+#ifndef LLAMAY_PREFETCH_H
+#define LLAMAY_PREFETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LLAMAY_PREFETCH_AHEAD 12288
+#define LLAMAY_PREFETCH_NEAR 1024
+
+/* 1: the lines asked into L1 are the near ones (Intel), 0: the far ones. Set as the library
+   loads (each translation unit holds its own copy, all set alike). */
+static int llamay_prefetch_near_into_l1;
+
+__attribute__((constructor)) static void llamay_prefetch_choose(void) {
+    const char *mode = getenv("LLAMAY_PREFETCH");
+    if (mode != NULL && (strcmp(mode, "l1") == 0 || strcmp(mode, "l2") == 0)) {
+        llamay_prefetch_near_into_l1 = strcmp(mode, "l2") == 0;
+    } else {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_cpu_init();
+        llamay_prefetch_near_into_l1 = __builtin_cpu_is("intel");
+#endif
+    }
+}
+
+/* How far ahead the lines asked into L1 are, where the far ones are `far_ahead` ahead. An
+   offset, not a branch between two loops: with the branch in the kernels' block loops, a
+   one-token step ran 1.2 times slower than with the prefetches written out. */
+static inline size_t llamay_prefetch_l1_ahead(size_t far_ahead) {
+    return llamay_prefetch_near_into_l1 ? LLAMAY_PREFETCH_NEAR : far_ahead;
+}
+
+/* Asks for the `bytes` at far into L2 and at near into L1 (where the two are the same lines,
+   the second request joins the first). */
+static inline void llamay_prefetch_lines(const uint8_t *far, const uint8_t *near, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) {
+        __builtin_prefetch(far + o, 0, 2);
+        __builtin_prefetch(near + o, 0, 3);
+    }
+}
+
+/* As a kernel starts on `bytes` of weights at p, read in order */
+static inline void llamay_prefetch_ahead(const uint8_t *p, size_t bytes) {
+    llamay_prefetch_lines(p + LLAMAY_PREFETCH_AHEAD,
+                          p + llamay_prefetch_l1_ahead(LLAMAY_PREFETCH_AHEAD), bytes);
+}
+
+#endif
