@@ -277,6 +277,7 @@ def test_where_the_weights_are_prefetched_changes_no_result(mode, tmp_path):
     subprocess.run(
         [sys.executable, "-c", PRODUCTS_IN_A_FRESH_PROCESS, str(given), str(saved)],
         env={**os.environ, "LLAMAY_PREFETCH": mode},
+        cwd=tmp_path,  # the installed llamay, not a source tree's under the working directory
         check=True,
     )
     products = np.load(saved)
