@@ -8,6 +8,7 @@
 #include "kernel_set.h"
 #include "kernels.h"
 #include "pages.h"
+#include "prefetch.h"
 
 /* ---- RMS norm (ggml_rms_norm, then the weight) ---- */
 
@@ -155,10 +156,13 @@ static inline v16 kv_load_q8_0(const unsigned char *rows, int64_t row_bytes, int
 }
 
 /* Row `row` of the next page's K block, asked for line by line: QK_BLOCK asks for the rows it
-   scores, so that the next page's K arrives over the whole score loop */
+   scores, so that the next page's K arrives over the whole score loop. Each line is asked into
+   L2 and into L1 (prefetch.h): on the Xeon of docs/performance.md's "Prefetch into L2", the L1
+   request alone held the core's L1 miss buffers, and a step took 1.12-1.15 times as long
+   (bench/attention_ab.sh); where prefetcht1 is prefetcht0 (Zen 3) nothing changes. */
 static inline void ask_next_row(const unsigned char *next_K, int64_t row_bytes, int row) {
     const unsigned char *ask = next_K + (size_t)row * row_bytes;
-    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(ask + b, 0, 3);
+    llamay_prefetch_lines(ask, ask, (size_t)row_bytes);
 }
 
 /* x where lane j + i lies in j0 .. j1 - 1, `outside` elsewhere */
@@ -390,7 +394,7 @@ arithmetic and the memory taking turns: the time a step was their sum). */
                 }                                                                                  \
             }                                                                                      \
             for (int j = j0; j < j1; j++) {                                                        \
-                __builtin_prefetch(ask, 0, 3);                                                     \
+                llamay_prefetch_lines(ask, ask, 1); /* one line, as ask_next_row's */              \
                 ask += ask_step;                                                                   \
                 for (int c = 0; c < CHUNKS && d + 16 * c < D; c++) {                               \
                     const v16 v = kv_load_##type(V, kv->row_bytes, j, d + 16 * c);                 \
