@@ -252,6 +252,46 @@ def test_interleaved_layouts_in_every_tile_shape(name, n_cols):
             assert same_bits(got, expected[:n_tokens]), (kernels, n_tokens)
 
 
+# Per type: where a block's codes, its sub-block scales and its d lie, and the scale bytes at
+# the two ends of their range (Q6_K's int8 -128 and 127; Q3_K's and IQ4_XS's six-bit -32, 31)
+EXTREME_LAYOUTS = {
+    "Q6_K": (slice(0, 192), slice(192, 208), (0x80, 0x7F), 208),
+    "Q3_K": (slice(0, 96), slice(96, 108), (0x00, 0xFF), 108),
+    "IQ4_XS": (slice(8, 136), slice(2, 8), (0x00, 0xFF), 0),
+}
+
+
+def extreme_offset_codes(name: str, n_rows: int, n_cols: int) -> np.ndarray:
+    """Rows whose codes all sit at one end of their range (alternately the low and the high:
+    Q6_K -32 and 31, Q3_K -4 and 3, IQ4_XS -127 and 113), with every sub-block scale at one
+    end (pairs of rows alike) and d = 1."""
+    codes, scales, (low, high), d = EXTREME_LAYOUTS[name]
+    blocks = np.zeros((n_rows, n_cols // 256, by_name(name).block_bytes), np.uint8)
+    blocks[1::2, :, codes] = 0xFF
+    blocks[:, :, scales] = np.where((np.arange(n_rows) // 2 % 2 == 0)[:, None, None], low, high)
+    blocks[:, :, d : d + 2] = np.frombuffer(np.float16(1.0).tobytes(), np.uint8)
+    return blocks.reshape(-1)
+
+
+@pytest.mark.parametrize("name", sorted(EXTREME_LAYOUTS))
+def test_offset_codes_at_their_extremes_give_the_reference_bits(name):
+    # Prefill multiplies these codes less their offset by the activations plus 128 (unsigned),
+    # matmul_kx8.h's kx8_biased: its largest sums come from codes, scales and activations all
+    # at the ends of their ranges. Q8_K quantizes a block of -1s to -128, and a block of 1s
+    # with one element of -1.01 to 127 (that one -128).
+    n_rows, n_cols, n_tokens = 16, 512, 19
+    w = extreme_offset_codes(name, n_rows, n_cols)
+    x = np.ones((n_tokens, n_cols), np.float32)
+    x[0::2] = -1
+    x[1::2, ::256] = -1.01
+    x[n_tokens // 2 :, ::3] *= -1  # and mixed signs
+    expected = run(name, w, x, n_rows=n_rows, kernels="reference")
+    for kernels in SIMD_SETS:
+        for count in (1, 8, 9, n_tokens):
+            got = run(name, w, x[:count], n_rows=n_rows, kernels=kernels)
+            assert same_bits(got, expected[:count]), (kernels, count)
+
+
 # Products of the matrix in argv[1] with its first 1 and 8 tokens, saved to argv[2]
 PRODUCTS_IN_A_FRESH_PROCESS = """
 import sys
