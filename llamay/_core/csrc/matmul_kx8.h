@@ -677,10 +677,15 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
 }
 
 /* Decode steps of up to this many tokens read one group at a time (with sixteen lanes, the
-   group twice), assembling each super-block's bits in registers as they read it: the memory
-   is the limit there, and it streams one address range faster than two. Steps of more than
-   KX_TOKENS tokens expand a group's (or two groups') super-blocks once, then share them,
-   KX8_EXPANDED_TOKENS at a time. */
+   group twice) where the prefetches go straight into L1 (AMD: llamay_prefetch_near_into_l1
+   unset), assembling each super-block's bits in registers as they read it: on Zen 4 a
+   one-token step read one group's range at 30.9-33.5 GB/s, near the memory's rate, and two
+   groups' at 19.3 (that was before kx8_prefetch stopped asking for the partner group's lines).
+   Where the far lines go to L2 (Intel), two ranges stream as fast as one and the halved
+   arithmetic shows: on the Xeon VM a step of the 1B shape's matrices 1.21-1.23 times as fast
+   with two groups at one token and 1.32-1.36 at four (bench/matmul_ab.py, one and two
+   threads). Steps of more than KX_TOKENS tokens expand a group's (or two groups')
+   super-blocks once, then share them, KX8_EXPANDED_TOKENS at a time. */
 #define KX8_ONE_GROUP_TOKENS 4
 
 /* Whether sixteen lanes hold two groups for n_tok tokens. Q3_K and Q2_K always take two:
@@ -689,7 +694,8 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
    one token: 12.6 against 28.0 GB/s). */
 INLINE int kx8_two_groups(int type, int n_tok) {
     return KX_ROWS > LLAMAY_KX8_ROWS &&
-           (n_tok > KX8_ONE_GROUP_TOKENS || type == LLAMAY_TYPE_Q3_K || type == LLAMAY_TYPE_Q2_K);
+           (n_tok > KX8_ONE_GROUP_TOKENS || llamay_prefetch_near_into_l1 ||
+            type == LLAMAY_TYPE_Q3_K || type == LLAMAY_TYPE_Q2_K);
 }
 
 /* Rows [row_begin, row_end) (row_begin a multiple of 8: threads split rows by 16) x n_tokens. */
