@@ -176,31 +176,6 @@ static inline v16 visible_lanes(v16 x, int j, int j0, int j1, float outside) {
     return v16_select(v16_lt(at, v16_set1((float)j1)), x, v16_set1(outside));
 }
 
-/* The lane sums of q.k for two query heads (q, q + D) and two K rows: each an FMA chain over the
-   chunks of 16 in order. Two by two, each chunk loaded feeds two products. */
-static inline void dot_2x2(const float *q, const float *k0, const float *k1, int D, v16 *h0,
-                           v16 *h1) {
-    v16 a00 = v16_zero(), a01 = v16_zero(), a10 = v16_zero(), a11 = v16_zero();
-    for (int d = 0; d < D; d += 16) {
-        const v16 x0 = v16_load(k0 + d), x1 = v16_load(k1 + d);
-        const v16 q0 = v16_load(q + d), q1 = v16_load(q + D + d);
-        a00 = v16_fma(q0, x0, a00);
-        a01 = v16_fma(q0, x1, a01);
-        a10 = v16_fma(q1, x0, a10);
-        a11 = v16_fma(q1, x1, a11);
-    }
-    h0[0] = a00, h0[1] = a01, h1[0] = a10, h1[1] = a11;
-}
-static inline void dot_1x2(const float *q, const float *k0, const float *k1, int D, v16 *h0) {
-    v16 a00 = v16_zero(), a01 = v16_zero();
-    for (int d = 0; d < D; d += 16) {
-        const v16 q0 = v16_load(q + d);
-        a00 = v16_fma(q0, v16_load(k0 + d), a00);
-        a01 = v16_fma(q0, v16_load(k1 + d), a01);
-    }
-    h0[0] = a00, h0[1] = a01;
-}
-
 #if LLAMAY_VEC == LLAMAY_VEC_AVX2
 /* AVX2 has sixteen vector registers, eight v16s: two rows by two heads of score accumulators
    and their operands fill them, one load per FMA. But a lane's chain meets no other lane before
@@ -262,31 +237,30 @@ QK_ROWS8_TYPE(q8_0)
 #define QK_BLOCK(type, heads)                                                                      \
     qk_rows8_##type##_##heads(q, K, next_K, kv->row_bytes, jb, j1, D, a->scale, &s[0][0], 64 + 8)
 #else
-/* Rows jb .. jb + 7's scores: each K row converted once into fp32 `k` and read there by every
-   head, two rows by two heads (rows past `rows` hold what an earlier block left: their trees
-   land past j1); eight rows' trees summed side by side. */
-#define QK_SCRATCH                                                                                 \
-    float k[8 * D];                                                                                \
-    memset(k, 0, sizeof k)
+/* Rows jb .. jb + 7's scores, two rows at a time: each K chunk converted once, in a register,
+   for every head (rows past j1 - 1 read as row j1 - 1: their trees land past j1); eight rows'
+   trees summed side by side. */
+#define QK_SCRATCH (void)0
 #define QK_BLOCK(type, heads)                                                                      \
     do {                                                                                           \
-        const int rows = j1 - jb < 8 ? j1 - jb : 8;                                                \
-        for (int r = 0; r < rows && next_K != NULL; r++) ask_next_row(next_K, kv->row_bytes, jb + r); \
-        for (int r = 0; r < rows; r++) {                                                           \
-            for (int d = 0; d < D; d += 16) {                                                      \
-                v16_store(k + (size_t)r * D + d, kv_load_##type(K, kv->row_bytes, jb + r, d));     \
-            }                                                                                      \
-        }                                                                                          \
         v16 sums[heads][8];                                                                        \
-        for (int h = 0; h < heads; h += 2) {                                                       \
-            for (int r = 0; r < 8; r += 2) {                                                       \
-                const float *k0 = k + (size_t)r * D, *k1 = k0 + D;                                 \
-                if (heads == 1) {                                                                  \
-                    dot_1x2(q, k0, k1, D, &sums[0][r]);                                            \
-                } else {                                                                           \
-                    dot_2x2(q + (size_t)h * D, k0, k1, D, &sums[h][r], &sums[h + 1][r]);           \
+        for (int r = 0; r < 8; r += 2) {                                                           \
+            const int r0 = jb + r < j1 ? jb + r : j1 - 1;                                          \
+            const int r1 = jb + r + 1 < j1 ? jb + r + 1 : j1 - 1;                                  \
+            if (next_K != NULL && jb + r < j1) ask_next_row(next_K, kv->row_bytes, jb + r);        \
+            if (next_K != NULL && jb + r + 1 < j1) ask_next_row(next_K, kv->row_bytes, jb + r + 1); \
+            v16 acc[heads][2];                                                                     \
+            for (int h = 0; h < heads; h++) acc[h][0] = acc[h][1] = v16_zero();                    \
+            for (int d = 0; d < D; d += 16) {                                                      \
+                const v16 k0 = kv_load_##type(K, kv->row_bytes, r0, d);                            \
+                const v16 k1 = kv_load_##type(K, kv->row_bytes, r1, d);                            \
+                for (int h = 0; h < heads; h++) {                                                  \
+                    const v16 x = v16_load(q + (size_t)h * D + d);                                 \
+                    acc[h][0] = v16_fma(x, k0, acc[h][0]);                                         \
+                    acc[h][1] = v16_fma(x, k1, acc[h][1]);                                         \
                 }                                                                                  \
             }                                                                                      \
+            for (int h = 0; h < heads; h++) sums[h][r] = acc[h][0], sums[h][r + 1] = acc[h][1];    \
         }                                                                                          \
         for (int h = 0; h < heads; h++) v16_tree8(sums[h], a->scale, s[h] + jb);                   \
     } while (0)
