@@ -233,14 +233,12 @@ QK_ROWS8_TYPE(f16)
 QK_ROWS8_TYPE(q8_0)
 #undef QK_ROWS8_TYPE
 #undef QK_ROWS8
-#define QK_SCRATCH (void)0
 #define QK_BLOCK(type, heads)                                                                      \
     qk_rows8_##type##_##heads(q, K, next_K, kv->row_bytes, jb, j1, D, a->scale, &s[0][0], 64 + 8)
 #else
 /* Rows jb .. jb + 7's scores, two rows at a time: each K chunk converted once, in a register,
    for every head (rows past j1 - 1 read as row j1 - 1: their trees land past j1); eight rows'
    trees summed side by side. */
-#define QK_SCRATCH (void)0
 #define QK_BLOCK(type, heads)                                                                      \
     do {                                                                                           \
         v16 sums[heads][8];                                                                        \
@@ -291,7 +289,6 @@ arithmetic and the memory taking turns: the time a step was their sum). */
     const int first = a->window > 0 && a->pos - a->window + 1 > 0 ? a->pos - a->window + 1 : 0;    \
     float m[heads], l[heads], alpha[16];                                                           \
     float s[heads][64 + 8];                                                                        \
-    QK_SCRATCH;                                                                                    \
     memset(s, 0, sizeof s);                                                                        \
     for (int h = 0; h < heads; h++) {                                                              \
         /* a sink is a score seen before any key: e^(sink - m) of it stays in the sum */           \
@@ -405,7 +402,6 @@ ATTENTION_FNS(q8_0)
 #undef ATTENTION_FN
 #undef ATTENTION_BODY
 #undef QK_BLOCK
-#undef QK_SCRATCH
 
 /* The query heads in groups of 8, 4, 2 and 1: each head's result is the same in any group. */
 static void attention(const llamay_attention *a) {

@@ -483,7 +483,9 @@ INLINE void kx8_expand(int type, const uint8_t *g, const uint8_t *next, kx_i *e)
             }
         }
     }
-    e[KX8_OFFSET] = kx_slli32(term, 7);
+    if (biased) {
+        e[KX8_OFFSET] = kx_slli32(term, 7);
+    }
 }
 
 /* The integer dot products of one super-block with nt tokens' activations: i1[t] (and, for
@@ -720,9 +722,12 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
     }
     for (int t0 = 0; t0 < n_tokens; t0 += TOKEN_CHUNK) {
         const int n_tok = n_tokens - t0 < TOKEN_CHUNK ? n_tokens - t0 : TOKEN_CHUNK;
+        /* a chunk of more than one pass shares expanded super-blocks (and, kx8_biased, reads
+           the biased activations); a last chunk of a few tokens assembles as it reads */
+        const int expands = expanded != NULL && n_tok > KX_TOKENS;
         for (int t = 0; t < n_tok; t++) {
             acts[t] = llamay_act_q_of(w, act, t0 + t);
-            if (biased != NULL && n_tok > KX_TOKENS) {
+            if (biased != NULL && expands) {
                 int8_t *row = biased + (size_t)t * (size_t)w->n_cols;
                 kx8_add_128(acts[t].qs, row, w->n_cols);
                 acts[t].qs = row;
@@ -733,7 +738,7 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
             for (int g = 0, two; g < n_rows; g += two ? KX_ROWS : LLAMAY_KX8_ROWS) {
                 two = kx8_two_groups(type, n_tok) && n_rows - g > LLAMAY_KX8_ROWS;
                 const kx_i *e = NULL;
-                if (expanded && n_tok > KX_TOKENS) { /* shared by the passes */
+                if (expands) {
                     const size_t next_group = kx8_next_group(type, nb, two);
                     for (int b = 0; b < nb; b++) {
                         const uint8_t *block = llamay_kx8_block(w, r0 + g, b);
