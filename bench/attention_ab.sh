@@ -1,10 +1,11 @@
 #!/bin/sh
-# Two builds of the AVX2 attention kernel, step by step in turn (see bench/attention_ab.c):
+# Two builds of the attention kernel, step by step in turn (see bench/attention_ab.c):
 #
-#     bench/attention_ab.sh REV_A REV_B [DEPTH] [STEPS] [hot]
+#     [SET=avx512] bench/attention_ab.sh REV_A REV_B [DEPTH] [STEPS] [hot]
 #
 # REV_A and REV_B are git revisions, or "." for the working tree; e.g. HEAD~1 . 4096 30.
-# Built with setup.py's flags for this machine.
+# SET picks the kernel set (avx2, the default, or avx512). Built with setup.py's flags for this
+# machine.
 set -eu
 if [ $# -lt 2 ]; then
     echo "usage: $0 REV_A REV_B [DEPTH] [STEPS] [hot]" >&2
@@ -25,7 +26,8 @@ for side in A B; do
     else
         git -C "$root" archive "$rev" llamay/_core/csrc | tar -x -C "$work/$side" --strip-components=2
     fi
-    printf '#define llamay_kernels_avx2 kern_%s\n#include "kernels_avx2.c"\n' "$side" > "$work/$side/csrc/build.c"
+    printf '#define llamay_kernels_%s kern_%s\n#include "kernels_%s.c"\n' "${SET:-avx2}" "$side" "${SET:-avx2}" \
+        > "$work/$side/csrc/build.c"
     cc $flags -I"$work/$side/csrc" -c "$work/$side/csrc/build.c" -o "$work/$side.o"
 done
 cc $flags -I"$root/llamay/_core/csrc" "$root/bench/attention_ab.c" "$work/A.o" "$work/B.o" \
