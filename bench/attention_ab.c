@@ -1,4 +1,4 @@
-/* Decode attention of two builds of the AVX2 kernels, step by step in turn, on one KV arena.
+/* Decode attention of two builds of the attention kernels, step by step in turn, on one KV arena.
 
 A shared machine's speed moves by more than a kernel change, also between runs seconds apart; a
 step of build A and then one of build B see about the same machine, so the median of the steps'
@@ -100,8 +100,9 @@ int main(int argc, char **argv) {
     }
     qsort(ratios, (size_t)steps, sizeof *ratios, by_value);
     printf("depth %d%s, %d steps each: B/A median %.3f (quartiles %.3f, %.3f); fastest step A "
-           "%.2f ms, B %.2f ms; output bits %s\n",
+           "%.2f ms, B %.2f ms; output bits %s; kernels %s\n",
            depth, hot ? " (hot)" : "", steps, ratios[steps / 2], ratios[steps / 4],
-           ratios[3 * steps / 4], 1e3 * best[0], 1e3 * best[1], same ? "the same" : "DIFFERENT");
+           ratios[3 * steps / 4], 1e3 * best[0], 1e3 * best[1], same ? "the same" : "DIFFERENT",
+           builds[0]->name);
     return same ? 0 : 1;
 }

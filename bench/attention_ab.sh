@@ -11,6 +11,10 @@ if [ $# -lt 2 ]; then
     echo "usage: $0 REV_A REV_B [DEPTH] [STEPS] [hot]" >&2
     exit 2
 fi
+case ${SET:-avx2} in
+    avx2 | avx512) ;;
+    *) echo "$0: SET must be avx2 or avx512, not '$SET'" >&2; exit 2 ;;
+esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
+from functools import partial
 
 from llamay._core import kernels as E
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_attention.py"
+from helpers.bench_scripts import run_script
 
-
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600
-    )
+run = partial(run_script, "bench_attention.py")
 
 
 def test_every_kernel_set_is_timed_at_the_depth_asked():

@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
+from functools import partial
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_depth.py"
+from helpers.bench_scripts import run_script
 
-
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600
-    )
+run = partial(run_script, "bench_depth.py")
 
 
 def test_both_decodes_are_timed_and_their_share_reported(gemma_path):

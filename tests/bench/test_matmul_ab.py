@@ -4,21 +4,11 @@ a build against itself gives the same bits."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
+from functools import partial
 
-import llamay
+from helpers.bench_scripts import BUILT, run_script
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "matmul_ab.py"
-# where the built package lies: the source tree (built in place) or site-packages (installed)
-BUILT = Path(llamay.__file__).resolve().parents[1]
-
-
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600
-    )
+run = partial(run_script, "matmul_ab.py")
 
 
 def test_the_working_tree_against_itself(gemma_path):

@@ -1,0 +1,108 @@
+"""Two builds' decode at depth, in whole engines, in turn: what a deep context adds to a token.
+
+`bench/attention_ab.sh` times the attention kernel alone, and a change that helped there once
+made the engine's decode at depth slower (docs/performance.md, "AVX-512 trees side by side").
+This runs `bench/bench_depth.py --json` from checkout A, then from checkout B, `--runs` times,
+each in its own process with the checkout first on PYTHONPATH (both built in place), and
+reports each build's medians: the empty-context and deep decode, and the milliseconds a token
+that the deep context adds (1000 / deep - 1000 / empty), with the median of the runs' B/A
+ratios of that cost.
+
+    python bench/depth_ab.py A B [--model llama-1b:Q4_K_M] [--threads 1] [--runs 2]
+                                 [--rounds 6] [--depth 4096] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+
+
+def one_run(checkout: Path, args: argparse.Namespace) -> dict:
+    """bench_depth.py's report, run with checkout's llamay."""
+    env = dict(os.environ, PYTHONPATH=str(checkout))
+    command = [
+        sys.executable,
+        str(BENCH / "bench_depth.py"),
+        "--json",
+        f"--model={args.model}",
+        f"--threads={args.threads}",
+        f"--rounds={args.rounds}",
+        f"--depth={args.depth}",
+    ]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"{checkout}: bench_depth.py failed:\n{done.stderr.strip()}")
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report["added_ms"] = 1000 / report["depth_tps"] - 1000 / report["empty_tps"]
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("a", type=Path, help="checkout A, built in place")
+    parser.add_argument("b", type=Path, help="checkout B, built in place")
+    parser.add_argument("--model", default="llama-1b:Q4_K_M")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=2, help="processes per build, in turn")
+    parser.add_argument("--rounds", type=int, default=6, help="bench_depth.py rounds a run")
+    parser.add_argument("--depth", type=int, default=4096)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    for checkout in (args.a, args.b):
+        if not any((checkout / "llamay" / "_core").glob("engine*.so")):
+            sys.exit(f"{checkout}: no built llamay/_core/engine module (build it in place)")
+    runs: dict[str, list[dict]] = {"A": [], "B": []}
+    for _ in range(args.runs):
+        for name, checkout in (("A", args.a), ("B", args.b)):
+            runs[name].append(one_run(checkout.resolve(), args))
+    # a shallow context may add nothing measurable: no ratio for such runs
+    ratios = [
+        b["added_ms"] / a["added_ms"]
+        for a, b in zip(runs["A"], runs["B"], strict=True)
+        if a["added_ms"] > 0
+    ]
+    ratio = statistics.median(ratios) if ratios else None
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "model": args.model,
+                    "threads": args.threads,
+                    "depth": args.depth,
+                    "a": runs["A"],
+                    "b": runs["B"],
+                    "ratio": ratio,
+                }
+            )
+        )
+        return
+    for name in ("A", "B"):
+        reports = runs[name]
+        each = ", ".join(f"{r['added_ms']:.2f}" for r in reports)
+        print(
+            f"{name}: empty {statistics.median(r['empty_tps'] for r in reports):.2f} t/s, "
+            f"after {args.depth} {statistics.median(r['depth_tps'] for r in reports):.2f} t/s, "
+            f"the depth adds {statistics.median(r['added_ms'] for r in reports):.2f} ms a token "
+            f"(runs: {each})"
+        )
+    if ratio is None:
+        print(f"{args.model}, {args.threads} thread(s): the depth added no time to A's tokens")
+        return
+    print(
+        f"{args.model}, {args.threads} thread(s): the depth's cost B/A median "
+        f"{ratio:.3f} (runs {min(ratios):.3f}-{max(ratios):.3f})"
+    )
+
+
+if __name__ == "__main__":
+    main()
