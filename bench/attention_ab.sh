@@ -11,9 +11,10 @@ if [ $# -lt 2 ]; then
     echo "usage: $0 REV_A REV_B [DEPTH] [STEPS] [hot]" >&2
     exit 2
 fi
-case ${SET:-avx2} in
+kernel_set=${SET:-avx2}
+case $kernel_set in
     avx2 | avx512) ;;
-    *) echo "$0: SET must be avx2 or avx512, not '$SET'" >&2; exit 2 ;;
+    *) echo "$0: SET must be avx2 or avx512, not '$kernel_set'" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -30,7 +31,7 @@ for side in A B; do
     else
         git -C "$root" archive "$rev" llamay/_core/csrc | tar -x -C "$work/$side" --strip-components=2
     fi
-    printf '#define llamay_kernels_%s kern_%s\n#include "kernels_%s.c"\n' "${SET:-avx2}" "$side" "${SET:-avx2}" \
+    printf '#define llamay_kernels_%s kern_%s\n#include "kernels_%s.c"\n' "$kernel_set" "$side" "$kernel_set" \
         > "$work/$side/csrc/build.c"
     cc $flags -I"$work/$side/csrc" -c "$work/$side/csrc/build.c" -o "$work/$side.o"
 done

@@ -59,7 +59,7 @@ def main() -> None:
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     for checkout in (args.a, args.b):
-        if not any((checkout / "llamay" / "_core").glob("engine*.so")):
+        if not any((checkout / "llamay" / "_core").glob("engine.*.so")):
             sys.exit(f"{checkout}: no built llamay/_core/engine module (build it in place)")
     runs: dict[str, list[dict]] = {"A": [], "B": []}
     for _ in range(args.runs):
