@@ -4,6 +4,9 @@ reference computes what it should (against float64 numpy, to fp32 accuracy)."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -94,6 +97,52 @@ def test_attention_matches_the_reference_bit_for_bit(dtype, kernels, head_dim, p
         assert np.array_equal(
             E.attention(*args, kernels, sinks=sinks), E.attention(*args, "reference", sinks=sinks)
         )
+
+
+# Every kernel set's attention over the arena saved in argv[1] (F16 pages of 64 positions, one
+# query group of four heads at the last position: every page asks for the next), saved to argv[2]
+ATTENTION_IN_A_FRESH_PROCESS = """
+import sys
+import numpy as np
+from llamay._core import kernels as E
+from llamay._core.pages import PageMemory
+given = np.load(sys.argv[1])
+arena = PageMemory(2, 2, 64, 64, "F16", 8)
+for page in range(8):
+    for layer in range(2):
+        arena.k_view(page, layer)[...] = given["k"][page, layer]
+        arena.v_view(page, layer)[...] = given["v"][page, layer]
+pages, q = np.arange(8, dtype=np.int32), given["q"]
+got = [E.attention(arena, pages, 1, 1, q, 8 * 64 - 1, 0, 0.3, 0.0, k) for k in E.kernel_sets()]
+np.savez(sys.argv[2], *got)
+"""
+
+
+@pytest.mark.parametrize("mode", ["l1", "l2"])
+def test_where_the_next_page_is_prefetched_changes_no_result(mode, tmp_path):
+    # LLAMAY_PREFETCH (csrc/prefetch.h) is read as the library loads: l1 asks for the next KV
+    # page into L1 as well as L2, l2 into L2 alone (the L1 requests go to idle lines). Each mode
+    # runs in a process of its own, every kernel set against this process's reference.
+    arena = kv_arena("F16", 64, 64)
+    fill(arena, np.arange(8, dtype=np.int32))
+    k = np.stack([[arena.k_view(p, layer) for layer in range(2)] for p in range(8)])
+    v = np.stack([[arena.v_view(p, layer) for layer in range(2)] for p in range(8)])
+    q = (RNG.standard_normal((4, 64)) * 2).astype(np.float32)
+    given, saved = tmp_path / "given.npz", tmp_path / "attention.npz"
+    np.savez(given, k=k, v=v, q=q)
+    subprocess.run(
+        [sys.executable, "-c", ATTENTION_IN_A_FRESH_PROCESS, str(given), str(saved)],
+        env={**os.environ, "LLAMAY_PREFETCH": mode},
+        cwd=tmp_path,  # the installed llamay, not a source tree's under the working directory
+        check=True,
+    )
+    expected = E.attention(
+        arena, np.arange(8, dtype=np.int32), 1, 1, q, 8 * 64 - 1, 0, 0.3, 0.0, "reference"
+    )
+    got = np.load(saved)
+    assert len(got.files) == len(E.kernel_sets())
+    for name in got.files:
+        assert np.array_equal(got[name], expected), name
 
 
 # ----------------------------------------------------------------------------------------------

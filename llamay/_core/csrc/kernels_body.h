@@ -156,13 +156,11 @@ static inline v16 kv_load_q8_0(const unsigned char *rows, int64_t row_bytes, int
 }
 
 /* Row `row` of the next page's K block, asked for line by line: QK_BLOCK asks for the rows it
-   scores, so that the next page's K arrives over the whole score loop. Each line is asked into
-   L2 and into L1 (prefetch.h): on the Xeon of docs/performance.md's "Prefetch into L2", the L1
-   request alone held the core's L1 miss buffers, and a step took 1.12-1.15 times as long
-   (bench/attention_ab.sh); where prefetcht1 is prefetcht0 (Zen 3) nothing changes. */
+   scores, so that the next page's K arrives over the whole score loop. Into L2, and into L1
+   where the L1 requests name the far lines (prefetch.h). */
 static inline void ask_next_row(const unsigned char *next_K, int64_t row_bytes, int row) {
     const unsigned char *ask = next_K + (size_t)row * row_bytes;
-    llamay_prefetch_lines(ask, ask, (size_t)row_bytes);
+    llamay_prefetch_lines(ask, llamay_prefetch_l1_target(ask), (size_t)row_bytes);
 }
 
 /* x where lane j + i lies in j0 .. j1 - 1, `outside` elsewhere */
@@ -365,7 +363,7 @@ arithmetic and the memory taking turns: the time a step was their sum). */
                 }                                                                                  \
             }                                                                                      \
             for (int j = j0; j < j1; j++) {                                                        \
-                llamay_prefetch_lines(ask, ask, 1); /* one line, as ask_next_row's */              \
+                llamay_prefetch_lines(ask, llamay_prefetch_l1_target(ask), 1); /* one line */      \
                 ask += ask_step;                                                                   \
                 for (int c = 0; c < CHUNKS && d + 16 * c < D; c++) {                               \
                     const v16 v = kv_load_##type(V, kv->row_bytes, j, d + 16 * c);                 \

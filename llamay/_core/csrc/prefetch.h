@@ -13,8 +13,10 @@
    10.4.
    Elsewhere both requests are for the far lines, the second joining the first: Zen 3 treats
    prefetcht1 as prefetcht0, and Zen 4's decode reached 31-34 GB/s with prefetcht0 at that
-   distance. LLAMAY_PREFETCH=l2 (near) or l1 (far) in the environment overrides the choice, to
-   compare the two on one machine. See docs/performance.md, "Prefetch into L2". */
+   distance. Attention's next KV page follows the same choice: into L2 alone where the near
+   lines go to L1 (llamay_prefetch_l1_target), into both elsewhere. LLAMAY_PREFETCH=l2 (near) or
+   l1 (far) in the environment overrides the choice, to compare the two on one machine. See
+   docs/performance.md, "Prefetch into L2". */
 #ifndef LLAMAY_PREFETCH_H
 #define LLAMAY_PREFETCH_H
 
@@ -56,6 +58,23 @@ static inline void llamay_prefetch_lines(const uint8_t *far, const uint8_t *near
         __builtin_prefetch(far + o, 0, 2);
         __builtin_prefetch(near + o, 0, 3);
     }
+}
+
+/* Lines that stay in L1, the target of the L1 requests that are not to be made: as many as a KV
+   row of 256 fp32 values, the most attention asks for at once */
+static const uint8_t llamay_prefetch_idle_lines[1024] __attribute__((aligned(64)));
+
+/* Where the L1 request beside an L2 request for `far` goes: to `far` itself where the L1
+   requests name the far lines, else to lines already in L1 (a request that costs a load slot
+   and nothing more). For attention's next KV page: on Intel's cores an L1 request for it held
+   one of the few L1 miss buffers for a whole memory round trip, as the matmuls' far requests had
+   (docs/performance.md, "Attention's next page into L2"). A mask, not a branch: with `if` around
+   the L1 requests, decode at 4,096 positions spent 1.35-1.38 times as long on its depth
+   (bench/depth_ab.py, Xeon). */
+static inline const uint8_t *llamay_prefetch_l1_target(const uint8_t *far) {
+    const uintptr_t idle = (uintptr_t)0 - (uintptr_t)llamay_prefetch_near_into_l1;
+    return (const uint8_t *)((uintptr_t)far +
+                             (((uintptr_t)llamay_prefetch_idle_lines - (uintptr_t)far) & idle));
 }
 
 /* As a kernel starts on `bytes` of weights at p, read in order */
