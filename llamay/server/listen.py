@@ -19,12 +19,14 @@ few seconds hold every slot forever. Here (docs/deploy.md has the table):
 
 `run_until_drained()` runs it until SIGTERM, then drains (drain.py): the listening sockets are closed from
 waitress's own loop (its trigger runs code there), idle connections are closed as they go idle,
-and once the drain is done a second SIGTERM, sent to itself, ends the loop with SystemExit.
+and once the drain is done every socket left is closed from that loop too, which ends it (it runs
+while it has sockets). The end is never an exception raised by a signal handler: Python runs the
+handler wherever the main thread happens to be, and where that is inside one of the trigger's
+tasks, waitress's bare `except:` around them swallowed the SystemExit and the server ran on.
 """
 
 from __future__ import annotations
 
-import os
 import resource
 import signal
 import sys
@@ -70,15 +72,12 @@ def create_server(app: Any, config: ServerConfig) -> Any:
 
 def run_until_drained(app: Any, server: Any) -> None:
     """Runs `server` (create_server's, for `app`) until SIGTERM has drained it."""
-    drained = threading.Event()
+    draining = threading.Event()
 
     def on_sigterm(signum: int, frame: Any) -> None:
-        if drained.is_set():
-            raise SystemExit(0)  # waitress's run() shuts its threads down and returns
-        if getattr(on_sigterm, "draining", False):
-            return
-        on_sigterm.draining = True  # type: ignore[attr-defined]
-        threading.Thread(target=run_drain, name="llamay-drain", daemon=True).start()
+        if not draining.is_set():
+            draining.set()
+            threading.Thread(target=run_drain, name="llamay-drain", daemon=True).start()
 
     def run_drain() -> None:
         state = app.llamay_state
@@ -94,13 +93,25 @@ def run_until_drained(app: Any, server: Any) -> None:
             clean = drain(state, app.llamay_in_flight, lambda: _stop_listening(server))
         finally:
             closing.set()
+            closer.join()  # its last task is queued before the trigger closes
         word = "every request finished, every context written" if clean else "grace period over"
         print(f"llamay: drained: {word}", file=sys.stderr, flush=True)
-        drained.set()
-        os.kill(os.getpid(), signal.SIGTERM)
+        stop_loop(server)
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    run_loop(server)
+
+
+def run_loop(server: Any) -> None:
+    """Runs `server`'s loop until `stop_loop()` (or Ctrl-C), then stops its worker threads."""
     server.run()
+    server.task_dispatcher.shutdown()  # waitress does this itself only when run() is interrupted
+
+
+def stop_loop(server: Any) -> None:
+    """Ends `server.run()`: every socket it watches (connections, listeners, its trigger) is
+    closed from its own loop, which returns once it watches none."""
+    _trigger(server).pull_trigger(lambda: wasyncore.close_all(_socket_map(server)))
 
 
 def _socket_map(server: Any) -> dict:
