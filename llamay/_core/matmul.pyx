@@ -41,6 +41,7 @@ cdef extern from "matmul.h" nogil:
     size_t llamay_packed_bytes(const llamay_weight *w)
     void llamay_matmul_parallel(const llamay_matmul_job *jobs, int n_jobs, int n_tokens,
                                 int repeats, int n_threads)
+    int llamay_barrier_check(int n_threads, int rounds, int sleep_every)
 
 def kernel_sets() -> list:
     """The kernel sets compiled into this build, slowest first ('reference' is always there)."""
@@ -98,6 +99,17 @@ cdef int _pack(llamay_weight *w) except -1:
         llamay_weight_pack(w, packed, 0, w.n_rows)
     w.packed = packed
     return 0
+
+
+def barrier_check(int threads, int rounds, int sleep_every=0) -> int:
+    """For tests: the forward step's barrier passed `rounds` times by `threads` threads (matmul.h:
+    llamay_barrier_check); the slots read out of turn, 0 where it holds."""
+    if not 1 <= threads <= 256 or rounds < 0 or sleep_every < 0:
+        raise ValueError("barrier_check needs 1 <= threads <= 256 and rounds, sleep_every >= 0")
+    cdef int wrong
+    with nogil:
+        wrong = llamay_barrier_check(threads, rounds, sleep_every)
+    return wrong
 
 
 def _check_threads(int threads):

@@ -17,6 +17,7 @@
 
 #include <omp.h>
 
+#include "barrier.h"
 #include "fp16.h"
 #include "mathfn.h"
 #include "matmul_kernels.h"
@@ -222,7 +223,11 @@ typedef struct {
     llamay_scratch *s;
     const llamay_batch *b;
     int thread, n_threads;
+    llamay_barrier *barrier; /* the team's, between stages (barrier.h) */
 } step;
+
+/* Every thread of the step waits here for the others. */
+static void step_barrier(const step *st) { llamay_barrier_wait(st->barrier, st->n_threads); }
 
 /* [begin, end) of n rows for this thread, in multiples of 16 so that the matmul kernels' row
    tiles stay whole (results do not depend on it either way). */
@@ -664,34 +669,34 @@ static void ffn(const step *st, const llamay_layer *l, float *out) {
     if (e != NULL) {
         linear(st, &e->router, T, s->f[ROUTER]);
         if (e->shared_gate.w.n_rows) linear(st, &e->shared_gate, T, s->f[SHARED]);
-#pragma omp barrier
+        step_barrier(st);
         MY_TOKENS(st, t) route(st, e, t);
-#pragma omp barrier
+        step_barrier(st);
         if (st->thread == 0) group_by_expert(st, e);
-#pragma omp barrier
+        step_barrier(st);
         const int n_rows = T * e->n_used;
         MY_ROWS(st, i, n_rows) gather(st, e, i);
-#pragma omp barrier
+        step_barrier(st);
         /* the shared expert's activation overwrites the dense act buffers, which the gather
            had to read first */
         if (l->has_ffn) MY_TOKENS(st, t) activate(st, l, t);
         expert_matmul(st, e, &e->gate, s->f[E_GATE]);
         expert_matmul(st, e, &e->up, s->f[E_UP]);
-#pragma omp barrier
+        step_barrier(st);
         if (l->has_ffn) linear(st, &l->down, T, dense_out);
         MY_ROWS(st, i, n_rows) expert_activate(st, e, i);
-#pragma omp barrier
+        step_barrier(st);
         expert_matmul(st, e, &e->down, s->f[E_DOWN]);
-#pragma omp barrier
+        step_barrier(st);
         MY_TOKENS(st, t) combine(st, l, t, dense_out, out);
-#pragma omp barrier
+        step_barrier(st);
         return;
     }
-#pragma omp barrier
+    step_barrier(st);
     MY_TOKENS(st, t) activate(st, l, t);
-#pragma omp barrier
+    step_barrier(st);
     linear(st, &l->down, T, out);
-#pragma omp barrier
+    step_barrier(st);
 }
 
 /* ---- the layer ---- */
@@ -707,7 +712,7 @@ static void layer(const step *st, int il) {
         ffn_inputs(l, &in); /* the FFN reads attention's normed input */
     }
     MY_TOKENS(st, t) norm_and_quantize(st, l->attn_norm, t, &in);
-#pragma omp barrier
+    step_barrier(st);
     if (l->parallel) {
         /* the FFN first, while the act buffers hold the normed input */
         ffn(st, l, s->f[FFN]);
@@ -724,16 +729,16 @@ static void layer(const step *st, int il) {
                 }
             }
         }
-#pragma omp barrier
+        step_barrier(st);
     }
     linear(st, &l->q, T, s->f[Q]);
     if (!l->fused_qkv) {
         linear(st, &l->k, T, s->f[K]);
         linear(st, &l->v, T, s->f[V]);
     }
-#pragma omp barrier
+    step_barrier(st);
     MY_TOKENS(st, t) rope_and_store(st, il, t);
-#pragma omp barrier
+    step_barrier(st);
     /* fewer (token, KV head) pairs than threads (a decode step of a model with few KV heads):
        each pair's query heads are split in parts, so that every thread has one */
     const int n_kv = l->n_head_kv, group = l->n_head / n_kv;
@@ -747,13 +752,13 @@ static void layer(const step *st, int il) {
             attend(st, il, u / parts / n_kv, u / parts % n_kv, h0, n_q);
         }
     }
-#pragma omp barrier
+    step_barrier(st);
     MY_TOKENS(st, t) {
         quantize_row(st, &l->o.w, s->f[ATTN] + (size_t)t * l->n_head * st->m->head_dim, t);
     }
-#pragma omp barrier
+    step_barrier(st);
     linear(st, &l->o, T, s->f[PROJ]);
-#pragma omp barrier
+    step_barrier(st);
     if (l->parallel) {
         /* (x + ffn) + attn, in llama.cpp's order */
         MY_TOKENS(st, t) {
@@ -772,7 +777,7 @@ static void layer(const step *st, int il) {
         residual(st, l, l->post_attn_norm, l->attn_out_norm, l->attn_out_norm_b, t);
         norm_and_quantize(st, l->ffn_norm, t, &in);
     }
-#pragma omp barrier
+    step_barrier(st);
     ffn(st, l, s->f[PROJ]);
     MY_TOKENS(st, t) residual(st, l, l->post_ffn_norm, l->layer_out_norm, l->layer_out_norm_b, t);
 }
@@ -800,7 +805,7 @@ static void logits(const step *st) {
     if (b->hidden) {
         return;
     }
-#pragma omp barrier
+    step_barrier(st);
     linear(st, out, b->n_logits, b->logits);
     int r0, r1;
     row_slice(st, out->w.n_rows, &r0, &r1);
@@ -822,9 +827,10 @@ void llamay_forward(const llamay_model *m, const llamay_pages *kv, llamay_scratc
     if (n_threads <= 0) {
         n_threads = omp_get_max_threads();
     }
+    llamay_barrier barrier = llamay_barrier_make(n_threads, omp_get_num_procs());
 #pragma omp parallel num_threads(n_threads)
     {
-        const step st = {m, kv, s, b, omp_get_thread_num(), omp_get_num_threads()};
+        const step st = {m, kv, s, b, omp_get_thread_num(), omp_get_num_threads(), &barrier};
         MY_TOKENS(&st, t) {
             embed(&st, t);
             rope_angles(&st, t);
@@ -833,7 +839,7 @@ void llamay_forward(const llamay_model *m, const llamay_pages *kv, llamay_scratc
             layer(&st, il);
         }
         if (b->n_logits > 0) {
-#pragma omp barrier
+            step_barrier(&st);
             logits(&st);
         }
     }

@@ -7,6 +7,7 @@
 
 #include <omp.h>
 
+#include "barrier.h"
 #include "blocks.h"
 #include "fp16.h"
 #include "matmul.h"
@@ -419,6 +420,8 @@ void llamay_matmul_parallel(const llamay_matmul_job *jobs, int n_jobs, int n_tok
     if (n_threads <= 0) {
         n_threads = omp_get_max_threads();
     }
+    /* the forward step's (barrier.h) */
+    llamay_barrier barrier = llamay_barrier_make(n_threads, omp_get_num_procs());
 #pragma omp parallel num_threads(n_threads)
     {
         const int i = omp_get_thread_num(), n = omp_get_num_threads();
@@ -428,11 +431,36 @@ void llamay_matmul_parallel(const llamay_matmul_job *jobs, int n_jobs, int n_tok
                 int begin, end;
                 thread_slice(n_tokens, 1, i, n, &begin, &end);
                 llamay_quantize_activations(w, jobs[j].x, begin, end, jobs[j].act);
-#pragma omp barrier
+                llamay_barrier_wait(&barrier, n);
                 thread_slice(w->n_rows, 16, i, n, &begin, &end);
                 llamay_matmul(w, jobs[j].act, n_tokens, jobs[j].out, begin, end);
-#pragma omp barrier
+                llamay_barrier_wait(&barrier, n);
             }
         }
     }
+}
+
+int llamay_barrier_check(int n_threads, int rounds, int sleep_every) {
+    int slots[256] = {0}, wrong = 0;
+    if (n_threads < 1 || n_threads > 256) {
+        return -1;
+    }
+    llamay_barrier barrier = llamay_barrier_make(n_threads, omp_get_num_procs());
+#pragma omp parallel num_threads(n_threads) reduction(+ : wrong)
+    {
+        const int i = omp_get_thread_num(), n = omp_get_num_threads();
+        for (int round = 1; round <= rounds; round++) {
+            if (sleep_every > 0 && round % sleep_every == 0 && i == round % n) {
+                const struct timespec ms = {0, 1000000};
+                nanosleep(&ms, NULL);
+            }
+            __atomic_store_n(&slots[i], round, __ATOMIC_RELAXED);
+            llamay_barrier_wait(&barrier, n);
+            for (int j = 0; j < n; j++) {
+                wrong += __atomic_load_n(&slots[j], __ATOMIC_RELAXED) != round;
+            }
+            llamay_barrier_wait(&barrier, n);
+        }
+    }
+    return wrong;
 }

@@ -112,4 +112,11 @@ typedef struct {
 void llamay_matmul_parallel(const llamay_matmul_job *jobs, int n_jobs, int n_tokens, int repeats,
                             int n_threads);
 
+/* For tests, the stage barrier (barrier.h) under load: n_threads threads pass `rounds` pairs of
+   barriers, each writing the round into its slot before the first and reading every slot
+   between them; every `sleep_every` rounds (0: never) one thread sleeps a millisecond before
+   arriving, past the others' spin, so that they sleep too. Returns the slots read that held
+   another round (0 where the barrier holds). */
+int llamay_barrier_check(int n_threads, int rounds, int sleep_every);
+
 #endif
