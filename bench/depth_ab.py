@@ -16,31 +16,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checkouts import require_built, run_json
 
 
 def one_run(checkout: Path, args: argparse.Namespace) -> dict:
     """bench_depth.py's report, run with checkout's llamay."""
-    env = dict(os.environ, PYTHONPATH=str(checkout))
-    command = [
-        sys.executable,
-        str(BENCH / "bench_depth.py"),
-        "--json",
+    report = run_json(
+        checkout,
+        "bench_depth.py",
         f"--model={args.model}",
         f"--threads={args.threads}",
         f"--rounds={args.rounds}",
         f"--depth={args.depth}",
-    ]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        sys.exit(f"{checkout}: bench_depth.py failed:\n{done.stderr.strip()}")
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    )
     report["added_ms"] = 1000 / report["depth_tps"] - 1000 / report["empty_tps"]
     return report
 
@@ -59,8 +52,7 @@ def main() -> None:
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     for checkout in (args.a, args.b):
-        if not any((checkout / "llamay" / "_core").glob("engine.*.so")):
-            sys.exit(f"{checkout}: no built llamay/_core/engine module (build it in place)")
+        require_built(checkout)
     runs: dict[str, list[dict]] = {"A": [], "B": []}
     for _ in range(args.runs):
         for name, checkout in (("A", args.a), ("B", args.b)):
