@@ -306,7 +306,8 @@ class Generation(Iterator[int]):
             self._sample()
 
     def _sample(self) -> None:
-        choice = self._choose(self.context.logits(), self.context.n_tokens, self.context.tokens)
+        logits = self.context.logits(copy=False)  # the sampler copies what it changes
+        choice = self._choose(logits, self.context.n_tokens, self.context.tokens)
         if self._model.tokenizer.is_eog(choice.token):
             self.finish("stop")
             return

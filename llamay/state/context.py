@@ -107,12 +107,17 @@ class Context:
         result = self.model.forward_batch([(self, ids)], "all" if all_logits else "last")
         return result[0] if all_logits else None
 
-    def logits(self) -> np.ndarray:
-        """The logits after the last fed token: a float32 (n_vocab,) copy."""
+    def logits(self, copy: bool = True) -> np.ndarray:
+        """The logits after the last fed token: a float32 (n_vocab,) copy, or with copy=False a
+        read-only view (for a reader that copies anyway: the sampler, once per token)."""
         self.check_open()
         if self._logits is None:
             raise LlamayError("this context has no logits yet: feed it tokens first")
-        return self._logits.copy()
+        if copy:
+            return self._logits.copy()
+        view = self._logits.view()
+        view.flags.writeable = False
+        return view
 
     def fork(self) -> Context:
         """A new context with the same tokens, logits and KV, sharing every page (no page is

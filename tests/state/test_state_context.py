@@ -46,6 +46,22 @@ def tokens(n: int, start: int = 7) -> list[int]:
     return [(start + 37 * i) % 2000 + 3 for i in range(n)]
 
 
+def test_logits_are_a_copy_or_a_read_only_view():
+    model = load()
+    with model.context() as ctx:
+        ctx.feed(tokens(20))
+        mine = ctx.logits()
+        mine[:] = 0  # the caller's own copy
+        view = ctx.logits(copy=False)
+        assert np.array_equal(view, cold_logits(model, tokens(20)))
+        with pytest.raises(ValueError, match="read-only"):
+            view[0] = 1.0
+        ctx.feed(tokens(1, start=5))
+        # the next token's logits are a new array: the view still holds the old ones
+        assert np.array_equal(view, cold_logits(model, tokens(20)))
+        assert not np.array_equal(ctx.logits(copy=False), view)
+
+
 def test_fork_shares_every_page_and_allocates_none():
     model = load()
     ctx = model.context()
