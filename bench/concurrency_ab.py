@@ -12,31 +12,20 @@ each build's median aggregate tokens/s and the median of the runs' B/A ratios.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from checkouts import require_built, run_json
+from checkouts import ab_args, ab_parser, run_json
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("a", type=Path, help="checkout A, built in place")
-    parser.add_argument("b", type=Path, help="checkout B, built in place")
-    parser.add_argument("--model", default="llama-1b:Q4_K_M")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--runs", type=int, default=3, help="processes per build, in turn")
+    parser = ab_parser(__doc__, threads=2, runs=3)
     parser.add_argument("--concurrency", default="1,8", help="comma-separated sequence counts")
     parser.add_argument("--max-tokens", type=int, default=32, help="tokens per sequence")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    if args.runs < 1:
-        parser.error("--runs must be at least 1")
-    for checkout in (args.a, args.b):
-        require_built(checkout)
+    args = ab_args(parser)
     tps: dict[str, dict[int, list[float]]] = {"A": {}, "B": {}}
     for _ in range(args.runs):
         for name, checkout in (("A", args.a), ("B", args.b)):

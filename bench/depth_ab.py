@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from checkouts import require_built, run_json
+from checkouts import ab_args, ab_parser, run_json
 
 
 def one_run(checkout: Path, args: argparse.Namespace) -> dict:
@@ -39,20 +39,10 @@ def one_run(checkout: Path, args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("a", type=Path, help="checkout A, built in place")
-    parser.add_argument("b", type=Path, help="checkout B, built in place")
-    parser.add_argument("--model", default="llama-1b:Q4_K_M")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--runs", type=int, default=2, help="processes per build, in turn")
+    parser = ab_parser(__doc__, threads=1, runs=2)
     parser.add_argument("--rounds", type=int, default=6, help="bench_depth.py rounds a run")
     parser.add_argument("--depth", type=int, default=4096)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    if args.runs < 1:
-        parser.error("--runs must be at least 1")
-    for checkout in (args.a, args.b):
-        require_built(checkout)
+    args = ab_args(parser)
     runs: dict[str, list[dict]] = {"A": [], "B": []}
     for _ in range(args.runs):
         for name, checkout in (("A", args.a), ("B", args.b)):
