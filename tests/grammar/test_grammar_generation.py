@@ -5,6 +5,7 @@ accepted by the grammar, and JSON-schema output parses and validates with `jsons
 from __future__ import annotations
 
 import json
+import weakref
 from datetime import date, datetime, time
 
 import jsonschema
@@ -56,18 +57,19 @@ def generate(grammar: Grammar, tokenizer, seed: int, budget: int = 40, limit: in
     raise AssertionError(f"no end after {limit} tokens: {bytes(out)!r}")
 
 
-_closers: dict[int, list[int]] = {}
+# by the tokenizer itself, not id(): a freed tokenizer's address may be given to the next one
+_closers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _closer_tokens(tokenizer) -> list[int]:
     """The tokens whose pieces are exactly the CLOSERS, in CLOSERS order."""
-    if id(tokenizer) not in _closers:
+    if tokenizer not in _closers:
         by_piece: dict[bytes, int] = {}
         for token in range(tokenizer.n_vocab):
             if not tokenizer.is_control(token):
                 by_piece.setdefault(tokenizer.token_to_piece(token), token)
-        _closers[id(tokenizer)] = [by_piece[c] for c in CLOSERS if c in by_piece]
-    return _closers[id(tokenizer)]
+        _closers[tokenizer] = [by_piece[c] for c in CLOSERS if c in by_piece]
+    return _closers[tokenizer]
 
 
 def validate(schema, text: bytes) -> None:

@@ -3,6 +3,8 @@ end-of-generation and control tokens, refused tokens, and bounded memory over lo
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytest
 import regex
@@ -22,17 +24,19 @@ def tokenizer(request, data_dir):
     return llamay.load_tokenizer(data_dir / "vocab" / f"ggml-vocab-{request.param}.gguf")
 
 
-_pieces: dict[int, list[bytes]] = {}
+# by the tokenizer itself: keyed by id(), the second vocabulary's tokenizer was once given the
+# first one's address after it was freed, and read its 32,000 pieces
+_pieces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def pieces(tokenizer) -> list[bytes]:
     """Each token's bytes (control tokens: none)."""
-    if id(tokenizer) not in _pieces:
-        _pieces[id(tokenizer)] = [
+    if tokenizer not in _pieces:
+        _pieces[tokenizer] = [
             b"" if tokenizer.is_control(t) else tokenizer.token_to_piece(t)
             for t in range(tokenizer.n_vocab)
         ]
-    return _pieces[id(tokenizer)]
+    return _pieces[tokenizer]
 
 
 def token_of(tokenizer, piece: bytes) -> int:
