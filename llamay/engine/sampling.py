@@ -261,7 +261,10 @@ class Sampler:
         the logits (n_vocab,) after the last token, the context's tokens so far (`recent`: the
         penalties look at its last repeat_last_n) and the grammar's mask of allowed tokens."""
         params = self.params
-        row = np.array(logits, dtype=np.float32)  # a copy: every stage below may write it
+        # A copy where a stage below writes the row (the mask, the bias, the penalties): the
+        # caller's logits stay as they were. The chain itself only reads it.
+        writes = allowed is not None or bool(params.logit_bias) or params.penalized
+        row = np.array(logits, dtype=np.float32) if writes else np.asarray(logits, np.float32)
         if allowed is not None:
             row[~allowed] = -np.inf
         apply_logit_bias(row, params.logit_bias)

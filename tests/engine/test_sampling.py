@@ -228,6 +228,25 @@ def test_a_negative_infinite_bias_bans_a_token_even_for_greedy():
     assert Sampler(boosted).sample(row, 0) == 2
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(temperature=0),
+        SamplingParams(temperature=0.8, seed=3),
+        SamplingParams(temperature=0, logit_bias={0: float("-inf")}),
+        SamplingParams(temperature=0.8, seed=3, repeat_penalty=1.3),
+    ],
+)
+def test_sampling_never_writes_the_callers_logits(params):
+    # a read-only view, as a generation passes its context's logits: a write would raise
+    row = logits_of([0.4, 0.3, 0.2, 0.1])
+    row.flags.writeable = False
+    before = row.copy()
+    Sampler(params).sample(row, 0, recent=[1, 2], allowed=None)
+    Sampler(params).sample(row, 0, recent=[1, 2], allowed=np.array([True, False, True, True]))
+    assert np.array_equal(row, before)
+
+
 def test_a_bias_for_a_token_outside_the_vocabulary_is_refused():
     with pytest.raises(ValueError, match="logit_bias names token 7"):
         Sampler(SamplingParams(logit_bias={7: 1.0})).sample(logits_of([0.5, 0.5]), 0)
