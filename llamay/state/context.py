@@ -109,7 +109,7 @@ class Context:
 
     def logits(self, copy: bool = True) -> np.ndarray:
         """The logits after the last fed token: a float32 (n_vocab,) copy, or with copy=False a
-        read-only view (for a reader that copies anyway: the sampler, once per token)."""
+        read-only view (for a reader that copies only what it changes: the sampler)."""
         self.check_open()
         if self._logits is None:
             raise LlamayError("this context has no logits yet: feed it tokens first")

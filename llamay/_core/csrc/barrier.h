@@ -20,6 +20,8 @@
 #include <limits.h>
 #include <time.h>
 
+#include <omp.h>
+
 #if defined(__linux__)
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -46,11 +48,12 @@ typedef struct {
    than a scheduler's time slice. */
 #define LLAMAY_BARRIER_SPIN_NS 200000L
 
-/* A barrier for a team of n_threads on n_cores cores. With more threads than cores a spinning
-   thread holds the core that the one it waits for needs, so it sleeps at once (as libgomp's
-   own barrier does then). */
-static inline llamay_barrier llamay_barrier_make(int n_threads, int n_cores) {
-    const llamay_barrier b = {0, 0, 0, n_threads <= n_cores ? LLAMAY_BARRIER_SPIN_NS : 0};
+/* A barrier for a team of n_threads. With more threads than the cores OpenMP may use, a
+   spinning thread holds the core that the one it waits for needs, so it sleeps at once (as
+   libgomp's own barrier does then). */
+static inline llamay_barrier llamay_barrier_make(int n_threads) {
+    const int spin = n_threads <= omp_get_num_procs();
+    const llamay_barrier b = {0, 0, 0, spin ? LLAMAY_BARRIER_SPIN_NS : 0};
     return b;
 }
 

@@ -827,7 +827,7 @@ void llamay_forward(const llamay_model *m, const llamay_pages *kv, llamay_scratc
     if (n_threads <= 0) {
         n_threads = omp_get_max_threads();
     }
-    llamay_barrier barrier = llamay_barrier_make(n_threads, omp_get_num_procs());
+    llamay_barrier barrier = llamay_barrier_make(n_threads);
 #pragma omp parallel num_threads(n_threads)
     {
         const step st = {m, kv, s, b, omp_get_thread_num(), omp_get_num_threads(), &barrier};

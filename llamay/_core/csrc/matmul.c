@@ -421,7 +421,7 @@ void llamay_matmul_parallel(const llamay_matmul_job *jobs, int n_jobs, int n_tok
         n_threads = omp_get_max_threads();
     }
     /* the forward step's (barrier.h) */
-    llamay_barrier barrier = llamay_barrier_make(n_threads, omp_get_num_procs());
+    llamay_barrier barrier = llamay_barrier_make(n_threads);
 #pragma omp parallel num_threads(n_threads)
     {
         const int i = omp_get_thread_num(), n = omp_get_num_threads();
@@ -445,7 +445,7 @@ int llamay_barrier_check(int n_threads, int rounds, int sleep_every) {
     if (n_threads < 1 || n_threads > 256) {
         return -1;
     }
-    llamay_barrier barrier = llamay_barrier_make(n_threads, omp_get_num_procs());
+    llamay_barrier barrier = llamay_barrier_make(n_threads);
 #pragma omp parallel num_threads(n_threads) reduction(+ : wrong)
     {
         const int i = omp_get_thread_num(), n = omp_get_num_threads();
