@@ -233,6 +233,36 @@ QK_ROWS8_TYPE(q8_0)
 #undef QK_ROWS8
 #define QK_BLOCK(type, heads)                                                                      \
     qk_rows8_##type##_##heads(q, K, next_K, kv->row_bytes, jb, j1, D, a->scale, &s[0][0], 64 + 8)
+#elif LLAMAY_VEC == LLAMAY_VEC_AVX512
+/* Rows jb .. jb + 7's scores, two rows at a time: rows r and r + 4, whose first tree step
+   (v16_tree8_first) is taken as soon as they are scored, so that a head holds four vectors for
+   the rest of its tree, not eight (four heads' eight rows would not fit in 32 registers, and
+   went through memory). Each K chunk converted once, in a register, for every head; rows past
+   j1 - 1 read as row j1 - 1 (their trees land past j1). The same additions as v16_tree8's. */
+#define QK_BLOCK(type, heads)                                                                      \
+    do {                                                                                           \
+        __m512 u[heads][4];                                                                        \
+        _Pragma("GCC unroll 4") /* u in registers */                                               \
+        for (int r = 0; r < 4; r++) {                                                              \
+            const int r0 = jb + r < j1 ? jb + r : j1 - 1;                                          \
+            const int r1 = jb + r + 4 < j1 ? jb + r + 4 : j1 - 1;                                  \
+            if (next_K != NULL && jb + r < j1) ask_next_row(next_K, kv->row_bytes, jb + r);        \
+            if (next_K != NULL && jb + r + 4 < j1) ask_next_row(next_K, kv->row_bytes, jb + r + 4); \
+            v16 acc[heads][2];                                                                     \
+            for (int h = 0; h < heads; h++) acc[h][0] = acc[h][1] = v16_zero();                    \
+            for (int d = 0; d < D; d += 16) {                                                      \
+                const v16 k0 = kv_load_##type(K, kv->row_bytes, r0, d);                            \
+                const v16 k1 = kv_load_##type(K, kv->row_bytes, r1, d);                            \
+                for (int h = 0; h < heads; h++) {                                                  \
+                    const v16 x = v16_load(q + (size_t)h * D + d);                                 \
+                    acc[h][0] = v16_fma(x, k0, acc[h][0]);                                         \
+                    acc[h][1] = v16_fma(x, k1, acc[h][1]);                                         \
+                }                                                                                  \
+            }                                                                                      \
+            for (int h = 0; h < heads; h++) u[h][r] = v16_tree8_first(acc[h][0], acc[h][1]);       \
+        }                                                                                          \
+        for (int h = 0; h < heads; h++) v16_tree8_rest(u[h], a->scale, s[h] + jb);                 \
+    } while (0)
 #else
 /* Rows jb .. jb + 7's scores, two rows at a time: each K chunk converted once, in a register,
    for every head (rows past j1 - 1 read as row j1 - 1: their trees land past j1); eight rows'
@@ -351,6 +381,10 @@ arithmetic and the memory taking turns: the time a step was their sum). */
         const int passes = (D + 16 * CHUNKS - 1) / (16 * CHUNKS);                                  \
         const unsigned char *ask = next_V != NULL ? next_V : V;                                    \
         const int64_t ask_step = kv->head_bytes / (passes * P);                                    \
+        /* the L1 request's line: the same one, or the idle lines each time (prefetch.h) */        \
+        const unsigned char *near = llamay_prefetch_l1_target(ask);                                \
+        const int64_t near_step = near == ask ? ask_step : 0;                                      \
+        const int64_t row_bytes = kv->row_bytes;                                                   \
         for (int d = 0; d < D; d += 16 * CHUNKS) {                                                 \
             v16 o[heads][CHUNKS];                                                                  \
             for (int h = 0; h < heads; h++) {                                                      \
@@ -362,11 +396,13 @@ arithmetic and the memory taking turns: the time a step was their sum). */
                     }                                                                              \
                 }                                                                                  \
             }                                                                                      \
-            for (int j = j0; j < j1; j++) {                                                        \
-                llamay_prefetch_lines(ask, llamay_prefetch_l1_target(ask), 1); /* one line */      \
+            const unsigned char *row = V + (size_t)j0 * (size_t)row_bytes;                         \
+            for (int j = j0; j < j1; j++, row += row_bytes) {                                      \
+                llamay_prefetch_lines(ask, near, 1); /* one line */                                \
                 ask += ask_step;                                                                   \
+                near += near_step;                                                                 \
                 for (int c = 0; c < CHUNKS && d + 16 * c < D; c++) {                               \
-                    const v16 v = kv_load_##type(V, kv->row_bytes, j, d + 16 * c);                 \
+                    const v16 v = kv_load_##type(row, 0, 0, d + 16 * c);                           \
                     for (int h = 0; h < heads; h++) {                                              \
                         o[h][c] = v16_fma(v16_set1(s[h][j]), v, o[h][c]);                          \
                     }                                                                              \

@@ -272,12 +272,19 @@ V16_INLINE float v16_tree(v16 a) {
    Steps: rows (r, r + 4)'s quarters 0,1 + 2,3 (lane i + i + 8); rows (r, r + 2)'s eighths of
    those (i + i + 4); then lanes (i, i + 2) and (0, 1) inside each 128-bit quarter, and the eight
    sums gathered into row order. */
+/* The first step for rows r and r + 4: [row r, 8 lanes | row r + 4, 8 lanes] */
+V16_INLINE __m512 v16_tree8_first(v16 row, v16 row_4) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(row, row_4, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(row, row_4, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+/* The other steps, from v16_tree8_first of rows (r, r + 4), r = 0..3 */
+V16_INLINE void v16_tree8_rest(const __m512 *u, float scale, float *out);
 V16_INLINE void v16_tree8(const v16 *x, float scale, float *out) {
-    __m512 u[4]; /* [row r, 8 lanes | row r + 4, 8 lanes] */
-    for (int r = 0; r < 4; r++) {
-        u[r] = _mm512_add_ps(_mm512_shuffle_f32x4(x[r], x[r + 4], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_f32x4(x[r], x[r + 4], _MM_SHUFFLE(3, 2, 3, 2)));
-    }
+    __m512 u[4];
+    for (int r = 0; r < 4; r++) u[r] = v16_tree8_first(x[r], x[r + 4]);
+    v16_tree8_rest(u, scale, out);
+}
+V16_INLINE void v16_tree8_rest(const __m512 *u, float scale, float *out) {
     /* quarters: [row r | row r + 4 | row r + 2 | row r + 6], 4 lanes each, for r = 0, 1 */
     __m512 v[2];
     for (int r = 0; r < 2; r++) {
