@@ -233,15 +233,16 @@ QK_ROWS8_TYPE(q8_0)
 #undef QK_ROWS8
 #define QK_BLOCK(type, heads)                                                                      \
     qk_rows8_##type##_##heads(q, K, next_K, kv->row_bytes, jb, j1, D, a->scale, &s[0][0], 64 + 8)
-#elif LLAMAY_VEC == LLAMAY_VEC_AVX512
+#else
 /* Rows jb .. jb + 7's scores, two rows at a time: rows r and r + 4, whose first tree step
-   (v16_tree8_first) is taken as soon as they are scored, so that a head holds four vectors for
-   the rest of its tree, not eight (four heads' eight rows would not fit in 32 registers, and
-   went through memory). Each K chunk converted once, in a register, for every head; rows past
-   j1 - 1 read as row j1 - 1 (their trees land past j1). The same additions as v16_tree8's. */
+   (v16_tree8_first) is taken as soon as they are scored, so that on AVX-512 a head holds four
+   vectors for the rest of its tree, not eight (four heads' eight rows would not fit in 32
+   registers, and went through memory). Each K chunk converted once, in a register, for every
+   head; rows past j1 - 1 read as row j1 - 1 (their trees land past j1). The same additions as
+   v16_tree8's. */
 #define QK_BLOCK(type, heads)                                                                      \
     do {                                                                                           \
-        __m512 u[heads][4];                                                                        \
+        v16_pair u[heads][4];                                                                      \
         _Pragma("GCC unroll 4") /* u in registers */                                               \
         for (int r = 0; r < 4; r++) {                                                              \
             const int r0 = jb + r < j1 ? jb + r : j1 - 1;                                          \
@@ -262,33 +263,6 @@ QK_ROWS8_TYPE(q8_0)
             for (int h = 0; h < heads; h++) u[h][r] = v16_tree8_first(acc[h][0], acc[h][1]);       \
         }                                                                                          \
         for (int h = 0; h < heads; h++) v16_tree8_rest(u[h], a->scale, s[h] + jb);                 \
-    } while (0)
-#else
-/* Rows jb .. jb + 7's scores, two rows at a time: each K chunk converted once, in a register,
-   for every head (rows past j1 - 1 read as row j1 - 1: their trees land past j1); eight rows'
-   trees summed side by side. */
-#define QK_BLOCK(type, heads)                                                                      \
-    do {                                                                                           \
-        v16 sums[heads][8];                                                                        \
-        for (int r = 0; r < 8; r += 2) {                                                           \
-            const int r0 = jb + r < j1 ? jb + r : j1 - 1;                                          \
-            const int r1 = jb + r + 1 < j1 ? jb + r + 1 : j1 - 1;                                  \
-            if (next_K != NULL && jb + r < j1) ask_next_row(next_K, kv->row_bytes, jb + r);        \
-            if (next_K != NULL && jb + r + 1 < j1) ask_next_row(next_K, kv->row_bytes, jb + r + 1); \
-            v16 acc[heads][2];                                                                     \
-            for (int h = 0; h < heads; h++) acc[h][0] = acc[h][1] = v16_zero();                    \
-            for (int d = 0; d < D; d += 16) {                                                      \
-                const v16 k0 = kv_load_##type(K, kv->row_bytes, r0, d);                            \
-                const v16 k1 = kv_load_##type(K, kv->row_bytes, r1, d);                            \
-                for (int h = 0; h < heads; h++) {                                                  \
-                    const v16 x = v16_load(q + (size_t)h * D + d);                                 \
-                    acc[h][0] = v16_fma(x, k0, acc[h][0]);                                         \
-                    acc[h][1] = v16_fma(x, k1, acc[h][1]);                                         \
-                }                                                                                  \
-            }                                                                                      \
-            for (int h = 0; h < heads; h++) sums[h][r] = acc[h][0], sums[h][r + 1] = acc[h][1];    \
-        }                                                                                          \
-        for (int h = 0; h < heads; h++) v16_tree8(sums[h], a->scale, s[h] + jb);                   \
     } while (0)
 #endif
 

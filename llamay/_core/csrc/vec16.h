@@ -84,6 +84,18 @@ V16_INLINE float v16_tree(v16 a) {
 V16_INLINE void v16_tree8(const v16 *x, float scale, float *out) {
     for (int r = 0; r < 8; r++) out[r] = v16_tree(x[r]) * scale;
 }
+/* v16_tree8 in two parts: the first for rows r and r + 4 as soon as they are summed, the rest
+   once all four pairs (r = 0..3) are */
+typedef struct {
+    v16 row, row_4;
+} v16_pair;
+V16_INLINE v16_pair v16_tree8_first(v16 row, v16 row_4) { return (v16_pair){row, row_4}; }
+V16_INLINE void v16_tree8_rest(const v16_pair *u, float scale, float *out) {
+    for (int r = 0; r < 4; r++) {
+        out[r] = v16_tree(u[r].row) * scale;
+        out[r + 4] = v16_tree(u[r].row_4) * scale;
+    }
+}
 V16_INLINE float v16_hmax(v16 a) {
     float m = a.f[0];
     for (int i = 1; i < 16; i++) m = a.f[i] > m ? a.f[i] : m;
@@ -273,18 +285,19 @@ V16_INLINE float v16_tree(v16 a) {
    those (i + i + 4); then lanes (i, i + 2) and (0, 1) inside each 128-bit quarter, and the eight
    sums gathered into row order. */
 /* The first step for rows r and r + 4: [row r, 8 lanes | row r + 4, 8 lanes] */
-V16_INLINE __m512 v16_tree8_first(v16 row, v16 row_4) {
+typedef __m512 v16_pair;
+V16_INLINE v16_pair v16_tree8_first(v16 row, v16 row_4) {
     return _mm512_add_ps(_mm512_shuffle_f32x4(row, row_4, _MM_SHUFFLE(1, 0, 1, 0)),
                          _mm512_shuffle_f32x4(row, row_4, _MM_SHUFFLE(3, 2, 3, 2)));
 }
 /* The other steps, from v16_tree8_first of rows (r, r + 4), r = 0..3 */
-V16_INLINE void v16_tree8_rest(const __m512 *u, float scale, float *out);
+V16_INLINE void v16_tree8_rest(const v16_pair *u, float scale, float *out);
 V16_INLINE void v16_tree8(const v16 *x, float scale, float *out) {
-    __m512 u[4];
+    v16_pair u[4];
     for (int r = 0; r < 4; r++) u[r] = v16_tree8_first(x[r], x[r + 4]);
     v16_tree8_rest(u, scale, out);
 }
-V16_INLINE void v16_tree8_rest(const __m512 *u, float scale, float *out) {
+V16_INLINE void v16_tree8_rest(const v16_pair *u, float scale, float *out) {
     /* quarters: [row r | row r + 4 | row r + 2 | row r + 6], 4 lanes each, for r = 0, 1 */
     __m512 v[2];
     for (int r = 0; r < 2; r++) {
