@@ -238,11 +238,11 @@ QK_ROWS8_TYPE(q8_0)
    (v16_tree8_first) is taken as soon as they are scored, so that on AVX-512 a head holds four
    vectors for the rest of its tree, not eight (four heads' eight rows would not fit in 32
    registers, and went through memory). Each K chunk converted once, in a register, for every
-   head; rows past j1 - 1 read as row j1 - 1 (their trees land past j1). The same additions as
-   v16_tree8's. */
+   head; rows past j1 - 1 read as row j1 - 1 (their trees land past j1). Each score is
+   v16_tree(its lane sums) * scale. */
 #define QK_BLOCK(type, heads)                                                                      \
     do {                                                                                           \
-        v16_pair u[heads][4];                                                                      \
+        v16_tree_pair u[heads][4];                                                                 \
         _Pragma("GCC unroll 4") /* u in registers */                                               \
         for (int r = 0; r < 4; r++) {                                                              \
             const int r0 = jb + r < j1 ? jb + r : j1 - 1;                                          \

@@ -80,17 +80,16 @@ V16_INLINE float v16_tree(v16 a) {
     for (int i = 0; i < 8; i++) s[i] = a.f[i] + a.f[i + 8];
     return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
 }
-/* out[r] = v16_tree(x[r]) * scale for eight vectors */
-V16_INLINE void v16_tree8(const v16 *x, float scale, float *out) {
-    for (int r = 0; r < 8; r++) out[r] = v16_tree(x[r]) * scale;
-}
-/* v16_tree8 in two parts: the first for rows r and r + 4 as soon as they are summed, the rest
-   once all four pairs (r = 0..3) are */
+/* out[r] = v16_tree(x[r]) * scale for eight rows, in two parts: v16_tree8_first of rows r and
+   r + 4 as soon as they are summed, v16_tree8_rest once all four pairs (r = 0..3) are. Here the
+   first part only holds the two rows. */
 typedef struct {
     v16 row, row_4;
-} v16_pair;
-V16_INLINE v16_pair v16_tree8_first(v16 row, v16 row_4) { return (v16_pair){row, row_4}; }
-V16_INLINE void v16_tree8_rest(const v16_pair *u, float scale, float *out) {
+} v16_tree_pair;
+V16_INLINE v16_tree_pair v16_tree8_first(v16 row, v16 row_4) {
+    return (v16_tree_pair){row, row_4};
+}
+V16_INLINE void v16_tree8_rest(const v16_tree_pair *u, float scale, float *out) {
     for (int r = 0; r < 4; r++) {
         out[r] = v16_tree(u[r].row) * scale;
         out[r + 4] = v16_tree(u[r].row_4) * scale;
@@ -188,16 +187,10 @@ V16_INLINE float v16_tree(v16 a) {
     const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
-/* out[r] = v16_tree(x[r]) * scale for eight vectors, the same additions done on eight lanes at once:
-   h = lo + hi per vector; then the 128-bit halves of row pairs (r, r + 4) added, lane i of each
-   half to lane i + 4; then lanes (i, i + 2) and last (0, 1), transposed into row order. */
-V16_INLINE void v16_tree8_halves(const __m256 *h, float scale, float *out);
-V16_INLINE void v16_tree8(const v16 *x, float scale, float *out) {
-    __m256 h[8];
-    for (int r = 0; r < 8; r++) h[r] = _mm256_add_ps(x[r].lo, x[r].hi);
-    v16_tree8_halves(h, scale, out);
-}
-/* v16_tree8 after its first step: h[r] is row r's lo + hi */
+/* out[r] = v16_tree(x[r]) * scale for eight rows after the tree's first step, h[r] = row r's lo +
+   hi, the other additions done on eight lanes at once: the 128-bit halves of row pairs (r, r + 4)
+   added, lane i of each half to lane i + 4; then lanes (i, i + 2) and last (0, 1), transposed
+   into row order. */
 V16_INLINE void v16_tree8_halves(const __m256 *h, float scale, float *out) {
     __m256 s[4];
     for (int r = 0; r < 4; r++) { /* [h_r lanes 0-3 + 4-7 | h_r+4 lanes 0-3 + 4-7] */
@@ -278,26 +271,19 @@ V16_INLINE float v16_tree(v16 a) {
     const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
-/* out[r] = v16_tree(x[r]) * scale for eight vectors, the same additions done side by side (one
+/* out[r] = v16_tree(x[r]) * scale for eight rows, the same additions done side by side (one
    tree a row, by extracts and scalar adds, was 0.4 of attention's time in cache): each step adds
    two shuffles of a pair of vectors, so every add is lane i + lane i + k of one row's partial sums.
-   Steps: rows (r, r + 4)'s quarters 0,1 + 2,3 (lane i + i + 8); rows (r, r + 2)'s eighths of
-   those (i + i + 4); then lanes (i, i + 2) and (0, 1) inside each 128-bit quarter, and the eight
-   sums gathered into row order. */
-/* The first step for rows r and r + 4: [row r, 8 lanes | row r + 4, 8 lanes] */
-typedef __m512 v16_pair;
-V16_INLINE v16_pair v16_tree8_first(v16 row, v16 row_4) {
+   Steps: rows (r, r + 4)'s quarters 0,1 + 2,3 (lane i + i + 8), v16_tree8_first, taken as soon as
+   the two rows are summed; then, in v16_tree8_rest once all four pairs (r = 0..3) are, rows
+   (r, r + 2)'s eighths of those (i + i + 4), lanes (i, i + 2) and (0, 1) inside each 128-bit
+   quarter, and the eight sums gathered into row order. */
+typedef __m512 v16_tree_pair; /* [row r, 8 lanes | row r + 4, 8 lanes] */
+V16_INLINE v16_tree_pair v16_tree8_first(v16 row, v16 row_4) {
     return _mm512_add_ps(_mm512_shuffle_f32x4(row, row_4, _MM_SHUFFLE(1, 0, 1, 0)),
                          _mm512_shuffle_f32x4(row, row_4, _MM_SHUFFLE(3, 2, 3, 2)));
 }
-/* The other steps, from v16_tree8_first of rows (r, r + 4), r = 0..3 */
-V16_INLINE void v16_tree8_rest(const v16_pair *u, float scale, float *out);
-V16_INLINE void v16_tree8(const v16 *x, float scale, float *out) {
-    v16_pair u[4];
-    for (int r = 0; r < 4; r++) u[r] = v16_tree8_first(x[r], x[r + 4]);
-    v16_tree8_rest(u, scale, out);
-}
-V16_INLINE void v16_tree8_rest(const v16_pair *u, float scale, float *out) {
+V16_INLINE void v16_tree8_rest(const v16_tree_pair *u, float scale, float *out) {
     /* quarters: [row r | row r + 4 | row r + 2 | row r + 6], 4 lanes each, for r = 0, 1 */
     __m512 v[2];
     for (int r = 0; r < 2; r++) {
