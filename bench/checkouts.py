@@ -43,10 +43,11 @@ def ab_parser(doc: str, threads: int, runs: int) -> argparse.ArgumentParser:
 
 
 def ab_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
-    """The parsed options, with both checkouts built and at least one run."""
+    """The parsed options, with both checkouts built (as absolute paths) and at least one run."""
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    args.a, args.b = args.a.resolve(), args.b.resolve()
     for checkout in (args.a, args.b):
         require_built(checkout)
     return args

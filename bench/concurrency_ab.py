@@ -30,7 +30,7 @@ def main() -> None:
     for _ in range(args.runs):
         for name, checkout in (("A", args.a), ("B", args.b)):
             rows = run_json(
-                checkout.resolve(),
+                checkout,
                 "bench_concurrency.py",
                 f"--model={args.model}",
                 f"--threads={args.threads}",
