@@ -86,6 +86,21 @@ SHAPES = {
             rope_base=1000000.0,
             qk_norm=True,
         ),
+        # Rows of 960 are not a multiple of 256: llama.cpp's quantizer gives them Q5_0 / Q8_0
+        # in place of Q4_K / Q6_K, and 15 query heads share 5 KV heads three by three.
+        Shape(
+            "smollm2-360m",
+            "llama",
+            "SmolLM2-360M",
+            "ggml-vocab-gpt-2.gguf",
+            n_embd=960,
+            n_layer=32,
+            n_head=15,
+            n_head_kv=5,
+            head_dim=64,
+            n_ff=2560,
+            rope_base=100000.0,
+        ),
         # Qwen3-30B-A3B's layers (128 experts of 768, 8 chosen; 32 / 4 heads of 128), 8 of its
         # 48: what a token reads per layer, and the expert matrices' shapes, are the real
         # model's, in a 3.5 GB file at Q4_K_M (the whole model's 61 GB of F16 would not fit the

@@ -89,6 +89,8 @@ def test_attention_matches_the_reference_bit_for_bit(dtype, kernels, head_dim, p
         (2, 17, 5, 50.0),
         (8, last, 0, 0.0),
         (7, last - 3, 3 * page_tokens + 5, 0.0),
+        (5, last - 20, 0, 0.0),
+        (6, 40, 0, 20.0),
     ]:
         q = (RNG.standard_normal((n_q, head_dim)) * 2).astype(np.float32)
         args = (arena, pages, 1, 1, q, pos, window, 0.3, softcap)

@@ -225,7 +225,8 @@ static inline v16 visible_lanes(v16 x, int j, int j0, int j1, float outside) {
         }                                                                                          \
         for (int i = 0; i < heads; i++) v16_tree8_halves(h[i], scale, s + (size_t)i * s_stride + jb); \
     }
-#define QK_ROWS8_TYPE(type) QK_ROWS8(type, 8) QK_ROWS8(type, 4) QK_ROWS8(type, 2) QK_ROWS8(type, 1)
+#define QK_ROWS8_TYPE(type)                                                                        \
+    QK_ROWS8(type, 1) QK_ROWS8(type, 2) QK_ROWS8(type, 3) QK_ROWS8(type, 4)
 QK_ROWS8_TYPE(f32)
 QK_ROWS8_TYPE(f16)
 QK_ROWS8_TYPE(q8_0)
@@ -401,38 +402,53 @@ arithmetic and the memory taking turns: the time a step was their sum). */
                                            const float *sinks, float *out) {                       \
         ATTENTION_BODY(type, heads)                                                                \
     }
+/* A group of every size up to ATTENTION_MAX_GROUP (4 or 8), so that a KV head's query heads
+   (3 in SmolLM2, 6 or 7 in Qwen2.5) read its pages once, not once for each power of two. */
+#if ATTENTION_MAX_GROUP > 4
+#define ATTENTION_WIDE_FNS(type)                                                                   \
+    ATTENTION_FN(type, 5) ATTENTION_FN(type, 6) ATTENTION_FN(type, 7) ATTENTION_FN(type, 8)
+#define ATTENTION_WIDE(type)                                                                       \
+    attention_##type##_5, attention_##type##_6, attention_##type##_7, attention_##type##_8
+#else
+#define ATTENTION_WIDE_FNS(type)
+#define ATTENTION_WIDE(type) NULL, NULL, NULL, NULL
+#endif
 #define ATTENTION_FNS(type)                                                                        \
-    ATTENTION_FN(type, 8) ATTENTION_FN(type, 4) ATTENTION_FN(type, 2) ATTENTION_FN(type, 1)
+    ATTENTION_FN(type, 1) ATTENTION_FN(type, 2) ATTENTION_FN(type, 3) ATTENTION_FN(type, 4)       \
+    ATTENTION_WIDE_FNS(type)
 ATTENTION_FNS(f32)
 ATTENTION_FNS(f16)
 ATTENTION_FNS(q8_0)
+#define ATTENTION_SIZES(type)                                                                      \
+    {attention_##type##_1, attention_##type##_2, attention_##type##_3, attention_##type##_4,       \
+     ATTENTION_WIDE(type)}
+
+/* The query heads in groups of ATTENTION_MAX_GROUP and one of what is left: each head's result
+   is the same in any group. */
+static void attention(const llamay_attention *a) {
+    typedef void (*group_fn)(const llamay_attention *, const float *, const float *, float *);
+    /* by llamay_kv_type, then by group size - 1 */
+    static const group_fn by_type[3][8] = {
+        ATTENTION_SIZES(f32),
+        ATTENTION_SIZES(f16),
+        ATTENTION_SIZES(q8_0),
+    };
+    const int D = a->kv->head_dim;
+    for (int h0 = 0; h0 < a->n_q; h0 += ATTENTION_MAX_GROUP) {
+        const int size = a->n_q - h0 < ATTENTION_MAX_GROUP ? a->n_q - h0 : ATTENTION_MAX_GROUP;
+        const float *q = a->q + (size_t)h0 * D;
+        const float *sinks = a->sinks != NULL ? a->sinks + h0 : NULL;
+        float *out = a->out + (size_t)h0 * D;
+        by_type[a->kv->type][size - 1](a, q, sinks, out);
+    }
+}
+#undef ATTENTION_SIZES
 #undef ATTENTION_FNS
+#undef ATTENTION_WIDE
+#undef ATTENTION_WIDE_FNS
 #undef ATTENTION_FN
 #undef ATTENTION_BODY
 #undef QK_BLOCK
-
-/* The query heads in groups of 8, 4, 2 and 1: each head's result is the same in any group. */
-static void attention(const llamay_attention *a) {
-    typedef void (*group_fn)(const llamay_attention *, const float *, const float *, float *);
-    /* by llamay_kv_type, then by group size */
-    static const group_fn by_type[3][4] = {
-        {attention_f32_8, attention_f32_4, attention_f32_2, attention_f32_1},
-        {attention_f16_8, attention_f16_4, attention_f16_2, attention_f16_1},
-        {attention_q8_0_8, attention_q8_0_4, attention_q8_0_2, attention_q8_0_1},
-    };
-    const int D = a->kv->head_dim;
-    int h0 = 0;
-    for (int i = 0; i < 4; i++) {
-        const int size = 8 >> i;
-        if (size > ATTENTION_MAX_GROUP) continue;
-        for (; a->n_q - h0 >= size; h0 += size) {
-            const float *q = a->q + (size_t)h0 * D;
-            const float *sinks = a->sinks != NULL ? a->sinks + h0 : NULL;
-            float *out = a->out + (size_t)h0 * D;
-            by_type[a->kv->type][i](a, q, sinks, out);
-        }
-    }
-}
 
 /* ---- log-sum-exp over a vocabulary ---- */
 
