@@ -49,6 +49,7 @@ class Shape:
     n_ff: int
     rope_base: float
     qk_norm: bool = False
+    qkv_bias: bool = False  # Qwen2's q, k and v projections add a bias
     context_length: int = 8192
     tied: bool = True  # the output projection is token_embd
     n_expert: int = 0  # a mixture of experts: n_expert_used of n_expert, each n_ff_exp wide
@@ -101,6 +102,22 @@ SHAPES = {
             n_ff=2560,
             rope_base=100000.0,
         ),
+        # 14 query heads on 2 KV heads (groups of seven), rows of 896 (Q5_0 / Q8_0 in place of
+        # the K-quants), biases on q, k and v, a tied 152k vocabulary.
+        Shape(
+            "qwen2.5-0.5b",
+            "qwen2",
+            "Qwen2.5-0.5B",
+            "ggml-vocab-qwen2.gguf",
+            n_embd=896,
+            n_layer=24,
+            n_head=14,
+            n_head_kv=2,
+            head_dim=64,
+            n_ff=4864,
+            rope_base=1000000.0,
+            qkv_bias=True,
+        ),
         # Qwen3-30B-A3B's layers (128 experts of 768, 8 chosen; 32 / 4 heads of 128), 8 of its
         # 48: what a token reads per layer, and the expert matrices' shapes, are the real
         # model's, in a 3.5 GB file at Q4_K_M (the whole model's 61 GB of F16 would not fit the
@@ -143,13 +160,13 @@ def model_path(name: str, directory: Path | None = None) -> Path:
         raise SystemExit(f"unknown type {type_name!r}; types: {', '.join(TYPES)}")
     shape = SHAPES[shape_name]
     folder = models_dir(directory)
+    out = folder / f"{shape.name}-{type_name}.gguf"
+    if out.exists():  # its F16 source may have been deleted to save the disk: not needed again
+        return out
     f16 = folder / f"{shape.name}-F16.gguf"
     if not f16.exists():
         write_f16(shape, f16)
-    if type_name == "F16":
-        return f16
-    out = folder / f"{shape.name}-{type_name}.gguf"
-    if not out.exists():
+    if type_name != "F16":
         quantize(f16, out, type_name)
     return out
 
@@ -190,6 +207,10 @@ def write_f16(shape: Shape, path: Path, seed: int = 0) -> None:
         tensors[f"{blk}.attn_q.weight"] = matrix(n_q, shape.n_embd)
         tensors[f"{blk}.attn_k.weight"] = matrix(n_kv, shape.n_embd)
         tensors[f"{blk}.attn_v.weight"] = matrix(n_kv, shape.n_embd)
+        if shape.qkv_bias:  # llama-quantize leaves 1-D tensors F32
+            tensors[f"{blk}.attn_q.bias"] = 0.02 * rng.standard_normal(n_q, dtype=np.float32)
+            tensors[f"{blk}.attn_k.bias"] = 0.02 * rng.standard_normal(n_kv, dtype=np.float32)
+            tensors[f"{blk}.attn_v.bias"] = 0.02 * rng.standard_normal(n_kv, dtype=np.float32)
         if shape.qk_norm:
             tensors[f"{blk}.attn_q_norm.weight"] = norm(shape.head_dim)
             tensors[f"{blk}.attn_k_norm.weight"] = norm(shape.head_dim)

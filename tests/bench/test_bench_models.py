@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import models
 
 
-@pytest.mark.parametrize("name", ["llama-1b", "qwen3-moe"])
+@pytest.mark.parametrize("name", ["llama-1b", "qwen2.5-0.5b", "qwen3-moe"])
 def test_a_shape_written_small_loads_and_runs(tmp_path, name):
     # the vocabulary, the family, the heads' layout and the expert counts are the shape's own
     real = models.SHAPES[name]
@@ -31,7 +31,21 @@ def test_a_shape_written_small_loads_and_runs(tmp_path, name):
     assert model.hparams.n_layer == 2
     assert model.hparams.n_expert == shape.n_expert
     assert ("output.weight" in model.file.tensors) == (not shape.tied)
+    assert ("blk.0.attn_q.bias" in model.file.tensors) == shape.qkv_bias
     ctx = model.context()
     ctx.feed(model.tokenize("The shape of a model", add_bos=False))
     assert np.all(np.isfinite(ctx.logits()))
     model.close()
+
+
+def test_a_cached_quantized_file_is_used_without_its_f16_source(tmp_path, monkeypatch):
+    # the F16 source of a large shape (8 GB for this one) is often deleted once quantized: it is
+    # not written again
+    def write_f16(shape, path):
+        raise AssertionError(f"wrote {path.name}")
+
+    monkeypatch.setattr(models, "write_f16", write_f16)
+    cached = tmp_path / "qwen3-4b-Q4_K_M.gguf"
+    cached.write_bytes(b"cached")
+    assert models.model_path("qwen3-4b:Q4_K_M", tmp_path) == cached
+    assert sorted(p.name for p in tmp_path.iterdir()) == [cached.name]
