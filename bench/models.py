@@ -27,6 +27,7 @@ import numpy as np
 from llamay import gguf
 from llamay.gguf.format import ValueType
 from llamay.gguf.writer import Typed
+from llamay.models.registry import FAMILIES
 from llamay.paths import llamay_home
 
 VOCABULARIES = Path(__file__).resolve().parents[1] / "tests" / "data" / "vocab"
@@ -38,7 +39,7 @@ class Shape:
     """A real model's dimensions."""
 
     name: str
-    arch: str
+    arch: str  # its family (llamay.models.registry) decides the biases and QK norms
     like: str  # the model whose shape this is
     vocabulary: str  # a tests/data/vocab file with its tokenizer
     n_embd: int
@@ -48,8 +49,6 @@ class Shape:
     head_dim: int
     n_ff: int
     rope_base: float
-    qk_norm: bool = False
-    qkv_bias: bool = False  # Qwen2's q, k and v projections add a bias
     context_length: int = 8192
     tied: bool = True  # the output projection is token_embd
     n_expert: int = 0  # a mixture of experts: n_expert_used of n_expert, each n_ff_exp wide
@@ -85,7 +84,6 @@ SHAPES = {
             head_dim=128,
             n_ff=9728,
             rope_base=1000000.0,
-            qk_norm=True,
         ),
         # Rows of 960 are not a multiple of 256: llama.cpp's quantizer gives them Q5_0 / Q8_0
         # in place of Q4_K / Q6_K, and 15 query heads share 5 KV heads three by three.
@@ -116,7 +114,6 @@ SHAPES = {
             head_dim=64,
             n_ff=4864,
             rope_base=1000000.0,
-            qkv_bias=True,
         ),
         # Qwen3-30B-A3B's layers (128 experts of 768, 8 chosen; 32 / 4 heads of 128), 8 of its
         # 48: what a token reads per layer, and the expert matrices' shapes, are the real
@@ -134,7 +131,6 @@ SHAPES = {
             head_dim=128,
             n_ff=6144,
             rope_base=1000000.0,
-            qk_norm=True,
             tied=False,
             n_expert=128,
             n_expert_used=8,
@@ -194,6 +190,7 @@ def write_f16(shape: Shape, path: Path, seed: int = 0) -> None:
     def experts(n_out: int, n_in: int) -> np.ndarray:
         return np.stack([matrix(n_out, n_in) for _ in range(shape.n_expert)])
 
+    family = FAMILIES[shape.arch]  # its biases and QK norms, as the loader expects them
     n_q, n_kv = shape.n_head * shape.head_dim, shape.n_head_kv * shape.head_dim
     tensors: dict[str, Any] = {
         "token_embd.weight": matrix(n_vocab, shape.n_embd),
@@ -207,11 +204,10 @@ def write_f16(shape: Shape, path: Path, seed: int = 0) -> None:
         tensors[f"{blk}.attn_q.weight"] = matrix(n_q, shape.n_embd)
         tensors[f"{blk}.attn_k.weight"] = matrix(n_kv, shape.n_embd)
         tensors[f"{blk}.attn_v.weight"] = matrix(n_kv, shape.n_embd)
-        if shape.qkv_bias:  # llama-quantize leaves 1-D tensors F32
-            tensors[f"{blk}.attn_q.bias"] = 0.02 * rng.standard_normal(n_q, dtype=np.float32)
-            tensors[f"{blk}.attn_k.bias"] = 0.02 * rng.standard_normal(n_kv, dtype=np.float32)
-            tensors[f"{blk}.attn_v.bias"] = 0.02 * rng.standard_normal(n_kv, dtype=np.float32)
-        if shape.qk_norm:
+        for role, rows in (("attn_q", n_q), ("attn_k", n_kv), ("attn_v", n_kv)):
+            if role in family.biases:  # llama-quantize leaves 1-D tensors F32
+                tensors[f"{blk}.{role}.bias"] = 0.02 * rng.standard_normal(rows, dtype=np.float32)
+        if family.qk_norm == "head":
             tensors[f"{blk}.attn_q_norm.weight"] = norm(shape.head_dim)
             tensors[f"{blk}.attn_k_norm.weight"] = norm(shape.head_dim)
         tensors[f"{blk}.attn_output.weight"] = matrix(shape.n_embd, n_q)

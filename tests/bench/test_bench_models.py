@@ -31,7 +31,8 @@ def test_a_shape_written_small_loads_and_runs(tmp_path, name):
     assert model.hparams.n_layer == 2
     assert model.hparams.n_expert == shape.n_expert
     assert ("output.weight" in model.file.tensors) == (not shape.tied)
-    assert ("blk.0.attn_q.bias" in model.file.tensors) == shape.qkv_bias
+    assert ("blk.0.attn_q.bias" in model.file.tensors) == (name == "qwen2.5-0.5b")
+    assert ("blk.0.attn_q_norm.weight" in model.file.tensors) == (name == "qwen3-moe")
     ctx = model.context()
     ctx.feed(model.tokenize("The shape of a model", add_bos=False))
     assert np.all(np.isfinite(ctx.logits()))
