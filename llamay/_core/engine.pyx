@@ -502,9 +502,9 @@ cdef int _check_shape(object spec, PageMemory memory) except -1:
     """What the kernels need of a model and its KV pages, with a reason where they do not."""
     hp = spec.hparams
     d = spec.head_dim
-    if d % 16:
+    if d % 16 or d > 1024:
         raise UnsupportedModel(
-            f"heads of {d} dimensions: llamay's attention needs a multiple of 16"
+            f"heads of {d} dimensions: llamay's attention needs a multiple of 16, at most 1024"
         )
     cdef const llamay_pages *kv = &memory.c
     if (kv.n_layers, kv.head_dim) != (hp.n_layer, d) or kv.n_kv_heads < max(hp.n_head_kv):

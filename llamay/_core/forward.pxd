@@ -38,6 +38,10 @@ cdef extern from "kernels.h" nogil:
         const float *sinks
         const float *q
         float *out
+        float *span_max
+        float *span_sum
+        int span
+    void llamay_attention_spans(int pos, int window, int page_tokens, int *first, int *last)
     ctypedef struct llamay_kernels:
         const char *name
         int set
@@ -49,6 +53,8 @@ cdef extern from "kernels.h" nogil:
                       float *out) noexcept nogil
         void (*softcap)(float *x, int n, float cap) noexcept nogil
         void (*attention)(const llamay_attention *a) noexcept nogil
+        void (*attention_merge)(int n_spans, int n_q, int head_dim, const float *spans,
+                                size_t stride, float *out) noexcept nogil
         void (*logsumexp)(const float *x, int n, float *max, float *sum) noexcept nogil
     const llamay_kernels *llamay_kernels_ref()
     const llamay_kernels *llamay_kernels_avx2()

@@ -16,6 +16,7 @@ from llamay._core.forward cimport (
     LLAMAY_SWIGLU_OAI,
     kernels_table,
     llamay_attention,
+    llamay_attention_spans,
     llamay_kernels,
     llamay_log_d,
     llamay_rope,
@@ -114,16 +115,20 @@ def logsumexp(const float[::1] x, str kernels="best") -> tuple:
 
 def attention(PageMemory memory not None, const int32_t[::1] page_table, int layer, int kv_head,
               const float[:, ::1] q, int pos, int window=0, float scale=1.0, float softcap=0.0,
-              str kernels="best", sinks=None) -> np.ndarray:
+              str kernels="best", sinks=None, bint by_spans=False) -> np.ndarray:
     """Query heads q (n_q, head_dim) at position pos against one KV head of the pages; sinks:
-    one logit per query head in the softmax's denominator (or None)."""
+    one logit per query head in the softmax's denominator (or None). by_spans: each span of
+    positions computed on its own, then merged, as a step split by spans does (the same bits)."""
     cdef const llamay_kernels *k = _kernels(kernels)
     cdef const float[::1] sink_view
     cdef llamay_attention a
     cdef const llamay_pages *kv = &memory.c
     cdef Py_ssize_t i
-    if q.shape[1] != kv.head_dim or kv.head_dim % 16:
-        raise ValueError(f"q rows must have head_dim = {kv.head_dim} (a multiple of 16)")
+    cdef int first_span, last_span, n_q = <int>q.shape[0]
+    if q.shape[1] != kv.head_dim or kv.head_dim % 16 or kv.head_dim > 1024:
+        raise ValueError(
+            f"q rows must have head_dim = {kv.head_dim} (a multiple of 16, at most 1024)"
+        )
     if not (0 <= layer < kv.n_layers and 0 <= kv_head < kv.n_kv_heads):
         raise ValueError("layer or kv_head out of range")
     if pos < 0 or pos // kv.page_tokens >= page_table.shape[0]:
@@ -137,7 +142,7 @@ def attention(PageMemory memory not None, const int32_t[::1] page_table, int lay
     a.page_table = &page_table[0]
     a.layer = layer
     a.kv_head = kv_head
-    a.n_q = <int>q.shape[0]
+    a.n_q = n_q
     a.pos = pos
     a.window = window
     a.scale = scale
@@ -149,8 +154,24 @@ def attention(PageMemory memory not None, const int32_t[::1] page_table, int lay
             raise ValueError(f"{sink_view.shape[0]} sinks for {q.shape[0]} query heads")
         a.sinks = &sink_view[0]
     a.q = &q[0, 0]
-    a.out = &o[0, 0]
-    k.attention(&a)
+    a.span_max = a.span_sum = NULL
+    a.span = 0
+    if not by_spans:
+        a.out = &o[0, 0]
+        k.attention(&a)
+        return out
+    # one state per span, laid out as attention_merge reads it: maxima, sums, outputs
+    llamay_attention_spans(pos, window, kv.page_tokens, &first_span, &last_span)
+    cdef Py_ssize_t stride = n_q * (kv.head_dim + 2)
+    states = np.empty((last_span - first_span + 1, stride), dtype=np.float32)
+    cdef float[:, ::1] st = states
+    for i in range(states.shape[0]):
+        a.span = first_span + <int>i
+        a.span_max = &st[i, 0]
+        a.span_sum = &st[i, n_q]
+        a.out = &st[i, 2 * n_q]
+        k.attention(&a)
+    k.attention_merge(<int>states.shape[0], n_q, kv.head_dim, &st[0, 0], stride, &o[0, 0])
     return out
 
 

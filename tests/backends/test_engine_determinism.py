@@ -4,7 +4,8 @@ Every comparison is `np.array_equal`. Models: the gemma2 synth file (sliding win
 on two layers, soft-caps, GQA) and a Qwen 2 synth file (biases, a second family), Q8_0 weights
 and F16 KV as users run them; the prompt is long enough to slide past the window. The Mistral
 synth file has one KV head for four query heads: a decode step there has fewer (token, KV
-head) pairs than threads, and threads split each pair's query heads.
+head) pairs than threads, and threads split each pair's query heads, or past 512 positions its
+spans of positions.
 """
 
 from __future__ import annotations
@@ -50,6 +51,22 @@ def test_decode_steps_give_the_same_bits_at_every_thread_count(path):
     one = steps(1)
     assert np.array_equal(steps(2), one)
     assert np.array_equal(steps(3), one)
+
+
+def test_steps_past_a_span_give_the_same_bits_at_every_thread_count(path):
+    """Deeper than a span (256 positions), a step of a few tokens whose (token, KV head) pairs
+    do not share out evenly among the threads (one KV head on two or three threads, two on
+    three) computes attention span by span on several threads and merges the spans in order:
+    the bits of the whole prompt in one pass on one thread."""
+    ids = prompt(llamay.load(path), 1100)
+    expected = whole(llamay.load(path, threads=1), ids)
+    for threads in (2, 3):
+        model = llamay.load(path, threads=threads)
+        with model.context() as ctx:
+            ctx.feed(ids[:1080])
+            got = [ctx.feed(ids[i : i + n], all_logits=True) for i, n in [(1080, 1), (1081, 2)]]
+            got += [ctx.feed([token], all_logits=True) for token in ids[1083:]]
+        assert np.array_equal(np.concatenate(got), expected[1080:]), threads
 
 
 @pytest.mark.parametrize("threads", [1, 2])

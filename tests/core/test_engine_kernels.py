@@ -48,8 +48,10 @@ def test_elementwise_kernels_match_the_reference_bit_for_bit(kernels, n):
     assert E.logsumexp(x, kernels) == E.logsumexp(x, "reference")
 
 
-def kv_arena(dtype: str, page_tokens: int, head_dim: int = 32, n_kv_heads: int = 2) -> PageMemory:
-    return PageMemory(2, n_kv_heads, head_dim, page_tokens, dtype, 8)
+def kv_arena(
+    dtype: str, page_tokens: int, head_dim: int = 32, n_kv_heads: int = 2, n_pages: int = 8
+) -> PageMemory:
+    return PageMemory(2, n_kv_heads, head_dim, page_tokens, dtype, n_pages)
 
 
 def fill(arena: PageMemory, pages: np.ndarray) -> None:
@@ -99,6 +101,37 @@ def test_attention_matches_the_reference_bit_for_bit(dtype, kernels, head_dim, p
         assert np.array_equal(
             E.attention(*args, kernels, sinks=sinks), E.attention(*args, "reference", sinks=sinks)
         )
+
+
+@pytest.mark.parametrize("dtype", ["F16", "F32", "Q8_0"])
+# spans of 16 tiles of 16, 5 tiles of 48 (240 positions) and 4 tiles of 64
+@pytest.mark.parametrize("head_dim, page_tokens", [(64, 16), (128, 48), (256, 64)])
+def test_spans_computed_apart_and_merged_give_the_same_bits(dtype, head_dim, page_tokens):
+    """Past one span (256 positions), a step split by spans computes each span's state on its
+    own and attention_merge folds them: the bits of one pass over every span, in every kernel
+    set, with windows that start inside a span, sinks, soft-caps and groups wider than eight."""
+    n_pages = 1300 // page_tokens + 1
+    arena = kv_arena(dtype, page_tokens, head_dim, n_pages=n_pages)
+    pages = RNG.permutation(n_pages).astype(np.int32)
+    fill(arena, pages)
+    last = n_pages * page_tokens - 1
+    for n_q, pos, window, softcap in [
+        (4, last, 0, 0.0),
+        (10, 700, 0, 0.0),
+        (3, 1100, 600, 30.0),
+        (8, 530, 40, 0.0),
+        (1, 511, 0, 0.0),
+        (6, 1024, 1000, 0.0),
+    ]:
+        q = (RNG.standard_normal((n_q, head_dim)) * 2).astype(np.float32)
+        args = (arena, pages, 1, 0, q, pos, window, 0.3, softcap)
+        for sinks in (None, values(n_q, 2.0)):
+            expected = E.attention(*args, "reference", sinks=sinks)
+            for kernels in E.kernel_sets():
+                got = E.attention(*args, kernels, sinks=sinks)
+                apart = E.attention(*args, kernels, sinks=sinks, by_spans=True)
+                assert np.array_equal(got, expected), (kernels, pos)
+                assert np.array_equal(apart, expected), (kernels, pos)
 
 
 # Every kernel set's attention over the arena saved in argv[1] (F16 pages of 64 positions, one
@@ -192,12 +225,13 @@ def test_swiglu_oai_is_gpt_oss_clamped_swiglu():
 def test_attention_sinks_join_the_denominator():
     """A sink is one more score per head, with no value: softmax over [scores, sink], the sink's
     share dropped (ggml_soft_max_add_sinks)."""
-    arena = kv_arena("F32", 16)
-    pages = np.arange(4, dtype=np.int32)
+    arena = kv_arena("F32", 16, n_pages=40)
+    pages = np.arange(40, dtype=np.int32)
     fill(arena, pages)
     k = np.concatenate([arena.k_view(p, 1)[1] for p in pages]).astype(np.float64)
     v = np.concatenate([arena.v_view(p, 1)[1] for p in pages]).astype(np.float64)
-    for pos, window in [(0, 0), (40, 0), (63, 7)]:
+    # the sink joins once, in the first span a window leaves visible
+    for pos, window in [(0, 0), (40, 0), (63, 7), (600, 0), (639, 300)]:
         q = (RNG.standard_normal((3, 32)) * 2).astype(np.float32)
         sinks = np.array([-1.0, 0.5, 8.0], np.float32)  # the last one takes most of the mass
         first = max(0, pos - window + 1) if window else 0
@@ -242,12 +276,20 @@ def test_logsumexp_and_token_logprobs():
 @pytest.mark.parametrize("dtype", ["F16", "F32", "Q8_0"])
 def test_attention_is_softmax_attention_over_the_visible_positions(dtype):
     """Positions pos - window + 1 .. pos (or 0 .. pos), scores q.k * scale soft-capped, fp32."""
-    arena = kv_arena(dtype, 16)
-    pages = np.arange(4, dtype=np.int32)
+    arena = kv_arena(dtype, 16, n_pages=72)
+    pages = np.arange(72, dtype=np.int32)
     fill(arena, pages)
     k = np.concatenate([kv_values(arena.k_view(p, 1)[1], dtype) for p in pages])
     v = np.concatenate([kv_values(arena.v_view(p, 1)[1], dtype) for p in pages])
-    for pos, window, softcap in [(0, 0, 0.0), (40, 0, 0.0), (63, 7, 0.0), (33, 0, 20.0)]:
+    # past 256 and 1,024 positions: spans of their own softmax, folded
+    for pos, window, softcap in [
+        (0, 0, 0.0),
+        (40, 0, 0.0),
+        (63, 7, 0.0),
+        (33, 0, 20.0),
+        (1100, 0, 0.0),
+        (1151, 700, 20.0),
+    ]:
         q = (RNG.standard_normal((3, 32)) * 2).astype(np.float32)
         first = max(0, pos - window + 1) if window else 0
         scores = q.astype(np.float64) @ k[first : pos + 1].T * 0.3

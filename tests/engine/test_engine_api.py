@@ -126,3 +126,7 @@ def test_heads_the_attention_cannot_take_are_refused(tmp_path):
     path = write_tiny(tmp_path / "m.gguf", "llama", head_dim=24)
     with pytest.raises(UnsupportedModel, match="heads of 24 dimensions"):
         llamay.load(path)
+    # a span's output waits on the stack to be folded (csrc/kernels_body.h): 1,024 at most
+    path = write_tiny(tmp_path / "wide.gguf", "llama", head_dim=1040)
+    with pytest.raises(UnsupportedModel, match=r"heads of 1040 dimensions.*at most 1024"):
+        llamay.load(path)

@@ -43,6 +43,7 @@ enum {
     E_GATE,  /* the experts' gate projections, by assignment: n_used x n_ff_exp */
     E_UP,    /* the experts' up projections, by assignment: n_used x n_ff_exp */
     E_DOWN,  /* the experts' down projections, by assignment: n_used x n_embd */
+    SPANS,   /* attention's spans computed on their own: SPAN_UNITS units, not rows a token */
     N_BUFFERS
 };
 
@@ -83,6 +84,20 @@ static void moe_sizes(const llamay_model *m, int *max_expert, int *max_used) {
 static int cos_sin_stride(const llamay_model *m) {
     int n = 0;
     for (int r = 0; r < m->n_ropes; r++) n += m->ropes[r].n_rot;
+    return n;
+}
+
+/* A step of at most SPAN_TOKENS tokens may split attention by spans (attend_spans), into at
+   most SPAN_UNITS (token, KV head, span) units. */
+enum { SPAN_TOKENS = 16, SPAN_UNITS = 1024 };
+
+/* Floats of one unit: its query heads' maxima, sums and outputs (the widest layer's group). */
+static size_t span_floats(const llamay_model *m) {
+    size_t n = 0;
+    for (int il = 0; il < m->n_layer; il++) {
+        const llamay_layer *l = &m->layers[il];
+        n = max_size(n, (size_t)(l->n_head / l->n_head_kv) * ((size_t)m->head_dim + 2));
+    }
     return n;
 }
 
@@ -137,6 +152,7 @@ static void scratch_sizes(const llamay_model *m, int max_tokens, size_t bytes[N_
     for (int i = 0; i < N_BUFFERS; i++) {
         bytes[i] = round_up(floats[i] * T * sizeof(float));
     }
+    bytes[SPANS] = round_up((size_t)SPAN_UNITS * span_floats(m) * sizeof(float));
 }
 
 /* Bytes of the routing arrays: four int32 arrays and one float array of max_tokens * max_used,
@@ -437,35 +453,170 @@ static void rope_and_store(const step *st, int il, int t) {
     }
 }
 
+/* The position token t's attention reads up to: an encoder's token sees its whole sequence,
+   and reads nothing else of the query's position. */
+static int attention_pos(const step *st, int t) {
+    return st->m->bidirectional ? st->b->last_positions[t] : st->b->positions[t];
+}
+
 /* Attention of n_q of token t's query heads that share KV head g, from the group's head h0,
-   into the ATTN rows. A (token, KV head, heads) triple is the unit that threads split: each
-   head's result is the same bits whichever thread computes it and in whatever group, so a
-   decode step (one token) uses every thread on a deep context without the thread count
-   touching a bit. */
-static void attend(const step *st, int il, int t, int g, int h0, int n_q) {
+   into the ATTN rows; or, with a span state, of that span alone, into the state (its maxima,
+   sums and outputs). A (token, KV head, heads) triple, or a (token, KV head, span), is the unit
+   that threads split: each head's result is the same bits whichever thread computes it and in
+   whatever group or span split, so a decode step (one token) uses every thread on a deep
+   context without the thread count touching a bit. */
+static void attend(const step *st, int il, int t, int g, int h0, int n_q, float *state,
+                   int span) {
     const llamay_model *m = st->m;
     const llamay_layer *l = &m->layers[il];
     const int D = m->head_dim, group = l->n_head / l->n_head_kv;
     const int head = g * group + h0; /* the first query head of the unit */
     const float *q = st->s->f[Q] + (size_t)t * l->q.w.n_rows;
-    float *out = st->s->f[ATTN] + (size_t)t * l->n_head * D;
+    float *out = st->s->f[ATTN] + (size_t)t * l->n_head * D + (size_t)head * D;
     const llamay_attention a = {
         .kv = st->kv,
         .page_table = st->b->page_tables[t],
         .layer = il,
         .kv_head = g,
         .n_q = n_q,
-        /* an encoder's token sees its whole sequence: attention reads positions up to
-           .pos, and reads nothing else of the query's position */
-        .pos = m->bidirectional ? st->b->last_positions[t] : st->b->positions[t],
+        .pos = attention_pos(st, t),
         .window = l->window,
         .scale = m->attn_scale,
         .softcap = m->attn_softcap,
         .sinks = l->sinks != NULL ? l->sinks + head : NULL,
         .q = q + (size_t)head * D,
-        .out = out + (size_t)head * D,
+        .out = state != NULL ? state + 2 * n_q : out,
+        .span_max = state,
+        .span_sum = state != NULL ? state + n_q : NULL,
+        .span = span,
     };
     m->kernels->attention(&a);
+}
+
+/* A step's attention split by spans: each token's spans, where its units start, and the
+   tiles of all of them. */
+typedef struct {
+    int n_units;
+    int64_t tiles;
+    int first[SPAN_TOKENS], count[SPAN_TOKENS], offset[SPAN_TOKENS];
+} span_plan;
+
+/* Visible tiles of token t's span `span`, or of all of its spans (span -1) */
+static int tiles_seen(const step *st, const llamay_layer *l, int t, int span) {
+    const int P = st->kv->page_tokens, per_span = llamay_attention_span_tiles(P);
+    const int pos = attention_pos(st, t);
+    const int first = llamay_attention_first(pos, l->window) / P, last = pos / P;
+    if (span < 0) return last - first + 1;
+    const int begin = span * per_span > first ? span * per_span : first;
+    const int end = (span + 1) * per_span - 1 < last ? (span + 1) * per_span - 1 : last;
+    return end - begin + 1;
+}
+
+/* The thread of a span unit: the plan's units in (token, KV head, span) order, in runs of
+   about equal tiles, one run per thread; a unit goes to the thread whose share holds its
+   middle (`before`: the tiles of the units ahead of it). */
+static int span_owner(const step *st, const span_plan *p, int64_t before, int tiles) {
+    return (int)((2 * before + tiles) * st->n_threads / (2 * p->tiles));
+}
+
+/* The query heads a thread computes in whole-pair units (pairs, or parts of their query heads
+   where there are fewer pairs than threads), times their tiles, on the busiest thread. */
+static int64_t busiest_by_pairs(const step *st, const llamay_layer *l, int parts) {
+    const int T = st->b->n_tokens, n_kv = l->n_head_kv, group = l->n_head / n_kv;
+    const int per_part = (group + parts - 1) / parts;
+    int64_t load[64] = {0}, busiest = 0;
+    for (int u = 0; u < T * n_kv * parts; u++) {
+        const int h0 = u % parts * per_part;
+        const int n_q = h0 >= group ? 0 : group - h0 < per_part ? group - h0 : per_part;
+        int64_t *mine = &load[u % st->n_threads % 64];
+        *mine += (int64_t)n_q * tiles_seen(st, l, u / parts / n_kv, -1);
+        busiest = *mine > busiest ? *mine : busiest;
+    }
+    return busiest;
+}
+
+/* Parts a (token, KV head) pair's query heads go in: more than one where there are fewer
+   pairs than threads (a decode step of a model with few KV heads), so every thread has one. */
+static int pair_parts(const step *st, const llamay_layer *l) {
+    const int T = st->b->n_tokens, n_kv = l->n_head_kv, group = l->n_head / n_kv;
+    int parts = 1;
+    while (T * n_kv * parts < st->n_threads && parts < group) parts++;
+    return parts;
+}
+
+/* Whether a step's attention goes by (token, KV head, span) units: with more than one thread,
+   a few tokens whose (token, KV head) pairs do not share out evenly among the threads
+   (SmolLM2's five KV heads or Gemma 3's one on two threads), one of them deeper than a span,
+   and the busiest thread no busier than with whole pairs, or parts of them, give or take an
+   eighth (spans read each page once; parts of a pair each read all of its pages). */
+static int plan_spans(const step *st, const llamay_layer *l, span_plan *p) {
+    const int T = st->b->n_tokens, n_kv = l->n_head_kv, group = l->n_head / n_kv;
+    if (st->n_threads == 1 || st->n_threads > 64 || T > SPAN_TOKENS ||
+        T * n_kv % st->n_threads == 0) {
+        return 0;
+    }
+    int deep = 0;
+    p->n_units = 0;
+    p->tiles = 0;
+    for (int t = 0; t < T; t++) {
+        int last;
+        llamay_attention_spans(attention_pos(st, t), l->window, st->kv->page_tokens,
+                               &p->first[t], &last);
+        p->count[t] = last - p->first[t] + 1;
+        p->offset[t] = p->n_units;
+        p->n_units += n_kv * p->count[t];
+        p->tiles += (int64_t)n_kv * tiles_seen(st, l, t, -1);
+        deep |= p->count[t] > 1;
+    }
+    if (!deep || p->n_units > SPAN_UNITS) {
+        return 0;
+    }
+    int64_t load[64] = {0}, busiest = 0, before = 0;
+    for (int t = 0; t < T; t++) {
+        for (int g = 0; g < n_kv; g++) {
+            for (int k = 0; k < p->count[t]; k++) {
+                const int tiles = tiles_seen(st, l, t, p->first[t] + k);
+                int64_t *mine = &load[span_owner(st, p, before, tiles)];
+                *mine += (int64_t)group * tiles;
+                busiest = *mine > busiest ? *mine : busiest;
+                before += tiles;
+            }
+        }
+    }
+    return 8 * busiest <= 9 * busiest_by_pairs(st, l, pair_parts(st, l));
+}
+
+/* This thread's units of the plan, each span's state into the SPANS buffer, for merge_spans. */
+static void attend_spans(const step *st, int il, const span_plan *p) {
+    const llamay_layer *l = &st->m->layers[il];
+    const int n_kv = l->n_head_kv, group = l->n_head / n_kv;
+    const size_t unit = (size_t)group * ((size_t)st->m->head_dim + 2);
+    int64_t before = 0;
+    int u = 0;
+    for (int t = 0; t < st->b->n_tokens; t++) {
+        for (int g = 0; g < n_kv; g++) {
+            for (int k = 0; k < p->count[t]; k++, u++) {
+                const int span = p->first[t] + k, tiles = tiles_seen(st, l, t, span);
+                if (span_owner(st, p, before, tiles) == st->thread) {
+                    attend(st, il, t, g, 0, group, st->s->f[SPANS] + (size_t)u * unit, span);
+                }
+                before += tiles;
+            }
+        }
+    }
+}
+
+/* Token t's spans folded into its ATTN row. */
+static void merge_spans(const step *st, int il, const span_plan *p, int t) {
+    const llamay_layer *l = &st->m->layers[il];
+    const int D = st->m->head_dim, n_kv = l->n_head_kv, group = l->n_head / n_kv;
+    const size_t unit = (size_t)group * ((size_t)D + 2);
+    float *out = st->s->f[ATTN] + (size_t)t * l->n_head * D;
+    for (int g = 0; g < n_kv; g++) {
+        const float *spans = st->s->f[SPANS] + (size_t)(p->offset[t] + g * p->count[t]) * unit;
+        st->m->kernels->attention_merge(p->count[t], group, D, spans, unit,
+                                        out + (size_t)g * group * D);
+    }
 }
 
 /* proj[t] (the attention or FFN output) post-normed and scaled where the family does, added to
@@ -739,21 +890,24 @@ static void layer(const step *st, int il) {
     step_barrier(st);
     MY_TOKENS(st, t) rope_and_store(st, il, t);
     step_barrier(st);
-    /* fewer (token, KV head) pairs than threads (a decode step of a model with few KV heads):
-       each pair's query heads are split in parts, so that every thread has one */
-    const int n_kv = l->n_head_kv, group = l->n_head / n_kv;
-    int parts = 1;
-    while (T * n_kv * parts < st->n_threads && parts < group) parts++;
-    const int per_part = (group + parts - 1) / parts;
-    MY_ROWS(st, u, T * n_kv * parts) {
-        const int h0 = u % parts * per_part;
-        if (h0 < group) {
-            const int n_q = group - h0 < per_part ? group - h0 : per_part;
-            attend(st, il, u / parts / n_kv, u / parts % n_kv, h0, n_q);
+    span_plan plan;
+    const int by_spans = plan_spans(st, l, &plan);
+    if (by_spans) {
+        attend_spans(st, il, &plan);
+    } else {
+        const int n_kv = l->n_head_kv, group = l->n_head / n_kv, parts = pair_parts(st, l);
+        const int per_part = (group + parts - 1) / parts;
+        MY_ROWS(st, u, T * n_kv * parts) {
+            const int h0 = u % parts * per_part;
+            if (h0 < group) {
+                const int n_q = group - h0 < per_part ? group - h0 : per_part;
+                attend(st, il, u / parts / n_kv, u / parts % n_kv, h0, n_q, NULL, 0);
+            }
         }
     }
     step_barrier(st);
     MY_TOKENS(st, t) {
+        if (by_spans) merge_spans(st, il, &plan, t);
         quantize_row(st, &l->o.w, s->f[ATTN] + (size_t)t * l->n_head * st->m->head_dim, t);
     }
     step_barrier(st);

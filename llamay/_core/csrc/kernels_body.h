@@ -289,8 +289,8 @@ arithmetic and the memory taking turns: the time a step was their sum). */
 #define ATTENTION_BODY(type, heads)                                                                \
     const llamay_pages *kv = a->kv;                                                                \
     const int D = kv->head_dim, P = kv->page_tokens;                                               \
-    const int first = a->window > 0 && a->pos - a->window + 1 > 0 ? a->pos - a->window + 1 : 0;    \
-    float m[heads], l[heads], alpha[16];                                                           \
+    const int first = llamay_attention_first(a->pos, a->window);                                   \
+    float alpha[16];                                                                               \
     float s[heads][64 + 8];                                                                        \
     memset(s, 0, sizeof s);                                                                        \
     for (int h = 0; h < heads; h++) {                                                              \
@@ -299,7 +299,7 @@ arithmetic and the memory taking turns: the time a step was their sum). */
         l[h] = sinks != NULL ? 1.0f : 0.0f;                                                        \
         memset(out + (size_t)h * D, 0, (size_t)D * sizeof(float));                                 \
     }                                                                                              \
-    for (int tile = first / P; tile <= a->pos / P; tile++) {                                       \
+    for (int tile = tile0; tile <= tile1; tile++) {                                                \
         const int32_t page = a->page_table[tile];                                                  \
         const unsigned char *K = llamay_page_k(kv, page, a->layer, a->kv_head);                    \
         const unsigned char *V = llamay_page_v(kv, page, a->layer, a->kv_head);                    \
@@ -389,17 +389,14 @@ arithmetic and the memory taking turns: the time a step was their sum). */
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
-    }                                                                                              \
-    for (int h = 0; h < heads; h++) {                                                              \
-        const v16 inv = v16_set1(1.0f / l[h]);                                                     \
-        for (int d = 0; d < D; d += 16) {                                                          \
-            v16_store(out + (size_t)h * D + d, v16_mul(v16_load(out + (size_t)h * D + d), inv));   \
-        }                                                                                          \
     }
 
+/* Tiles tile0 .. tile1 (all visible) of `heads` query heads, from a fresh softmax (or the
+   sinks): each head's max into m, sum into l, unnormalised output into out. */
 #define ATTENTION_FN(type, heads)                                                                  \
     static void attention_##type##_##heads(const llamay_attention *a, const float *q,              \
-                                           const float *sinks, float *out) {                       \
+                                           const float *sinks, int tile0, int tile1, float *m,     \
+                                           float *l, float *out) {                                 \
         ATTENTION_BODY(type, heads)                                                                \
     }
 /* A group of every size up to ATTENTION_MAX_GROUP (4 or 8), so that a KV head's query heads
@@ -423,23 +420,115 @@ ATTENTION_FNS(q8_0)
     {attention_##type##_1, attention_##type##_2, attention_##type##_3, attention_##type##_4,       \
      ATTENTION_WIDE(type)}
 
+/* A span's state (m2, l2, o2) folded into the state before it (m, l, o), for n <= 8 heads:
+   both rescaled to their joint max by one v16_exp (lanes 0-7 the old state's factors, 8-15 the
+   span's), o = o * a + o2 * b. The span path and the merge both fold with this. */
+static void fold_span(int n, int D, float *m, float *l, float *o, const float *m2,
+                      const float *l2, const float *o2) {
+    float shift[16] = {0}, factor[16];
+    for (int h = 0; h < n; h++) {
+        const float m_new = m2[h] > m[h] ? m2[h] : m[h];
+        shift[h] = m[h] == -INFINITY ? -INFINITY : m[h] - m_new;
+        shift[8 + h] = m2[h] == -INFINITY ? -INFINITY : m2[h] - m_new;
+        m[h] = m_new;
+    }
+    v16_store(factor, v16_exp(v16_load(shift)));
+    for (int h = 0; h < n; h++) {
+        const float a = factor[h], b = factor[8 + h];
+        l[h] = l[h] * a + l2[h] * b;
+        float *y = o + (size_t)h * D;
+        const float *x = o2 + (size_t)h * D;
+        for (int d = 0; d < D; d += 16) {
+            v16_store(y + d, v16_fma(v16_load(x + d), v16_set1(b),
+                                     v16_mul(v16_load(y + d), v16_set1(a))));
+        }
+    }
+}
+
+/* out divided by each head's sum */
+static void normalise(int n, int D, const float *l, float *out) {
+    for (int h = 0; h < n; h++) {
+        const v16 inv = v16_set1(1.0f / l[h]);
+        for (int d = 0; d < D; d += 16) {
+            v16_store(out + (size_t)h * D + d, v16_mul(v16_load(out + (size_t)h * D + d), inv));
+        }
+    }
+}
+
+/* A span's output waits on the stack to be folded: heads x head_dim floats of it at most (the
+   engine takes heads of up to 1024 dimensions; groups narrow for the widest). */
+#define FOLD_FLOATS 4096
+
+typedef void (*group_fn)(const llamay_attention *, const float *, const float *, int, int,
+                         float *, float *, float *);
+
 /* The query heads in groups of ATTENTION_MAX_GROUP and one of what is left: each head's result
    is the same in any group. */
 static void attention(const llamay_attention *a) {
-    typedef void (*group_fn)(const llamay_attention *, const float *, const float *, float *);
     /* by llamay_kv_type, then by group size - 1 */
     static const group_fn by_type[3][8] = {
         ATTENTION_SIZES(f32),
         ATTENTION_SIZES(f16),
         ATTENTION_SIZES(q8_0),
     };
-    const int D = a->kv->head_dim;
-    for (int h0 = 0; h0 < a->n_q; h0 += ATTENTION_MAX_GROUP) {
-        const int size = a->n_q - h0 < ATTENTION_MAX_GROUP ? a->n_q - h0 : ATTENTION_MAX_GROUP;
+    const int D = a->kv->head_dim, P = a->kv->page_tokens;
+    const int span_tiles = llamay_attention_span_tiles(P);
+    const int first_tile = llamay_attention_first(a->pos, a->window) / P, last_tile = a->pos / P;
+    int first_span, last_span;
+    llamay_attention_spans(a->pos, a->window, P, &first_span, &last_span);
+    if (a->span_max != NULL) { /* one span on its own */
+        const int s = a->span;
+        const int tile0 = s * span_tiles > first_tile ? s * span_tiles : first_tile;
+        const int tile1 = (s + 1) * span_tiles - 1 < last_tile ? (s + 1) * span_tiles - 1
+                                                               : last_tile;
+        for (int h0 = 0; h0 < a->n_q; h0 += ATTENTION_MAX_GROUP) {
+            const int size = a->n_q - h0 < ATTENTION_MAX_GROUP ? a->n_q - h0 : ATTENTION_MAX_GROUP;
+            const float *sinks = a->sinks != NULL && s == first_span ? a->sinks + h0 : NULL;
+            by_type[a->kv->type][size - 1](a, a->q + (size_t)h0 * D, sinks, tile0, tile1,
+                                           a->span_max + h0, a->span_sum + h0,
+                                           a->out + (size_t)h0 * D);
+        }
+        return;
+    }
+    int group = ATTENTION_MAX_GROUP;
+    if (last_span > first_span && group * D > FOLD_FLOATS) {
+        group = FOLD_FLOATS / D > 0 ? FOLD_FLOATS / D : 1;
+    }
+    for (int h0 = 0; h0 < a->n_q; h0 += group) {
+        const int size = a->n_q - h0 < group ? a->n_q - h0 : group;
+        const group_fn fn = by_type[a->kv->type][size - 1];
         const float *q = a->q + (size_t)h0 * D;
-        const float *sinks = a->sinks != NULL ? a->sinks + h0 : NULL;
         float *out = a->out + (size_t)h0 * D;
-        by_type[a->kv->type][size - 1](a, q, sinks, out);
+        float m[8], l[8];
+        const int end = (first_span + 1) * span_tiles - 1;
+        fn(a, q, a->sinks != NULL ? a->sinks + h0 : NULL, first_tile,
+           end < last_tile ? end : last_tile, m, l, out);
+        for (int s = first_span + 1; s <= last_span; s++) {
+            float m2[8], l2[8], o2[FOLD_FLOATS];
+            const int tile1 = (s + 1) * span_tiles - 1 < last_tile ? (s + 1) * span_tiles - 1
+                                                                   : last_tile;
+            fn(a, q, NULL, s * span_tiles, tile1, m2, l2, o2);
+            fold_span(size, D, m, l, out, m2, l2, o2);
+        }
+        normalise(size, D, l, out);
+    }
+}
+
+static void attention_merge(int n_spans, int n_q, int D, const float *spans, size_t stride,
+                            float *out) {
+    for (int h0 = 0; h0 < n_q; h0 += 8) {
+        const int size = n_q - h0 < 8 ? n_q - h0 : 8;
+        float m[8], l[8];
+        memcpy(m, spans + h0, (size_t)size * sizeof(float));
+        memcpy(l, spans + n_q + h0, (size_t)size * sizeof(float));
+        memcpy(out + (size_t)h0 * D, spans + 2 * n_q + (size_t)h0 * D,
+               (size_t)size * (size_t)D * sizeof(float));
+        for (int k = 1; k < n_spans; k++) {
+            const float *span = spans + (size_t)k * stride;
+            fold_span(size, D, m, l, out + (size_t)h0 * D, span + h0, span + n_q + h0,
+                      span + 2 * n_q + (size_t)h0 * D);
+        }
+        normalise(size, D, l, out + (size_t)h0 * D);
     }
 }
 #undef ATTENTION_SIZES
@@ -485,6 +574,7 @@ static const llamay_kernels TABLE = {
     .gated = gated,
     .softcap = softcap,
     .attention = attention,
+    .attention_merge = attention_merge,
     .logsumexp = logsumexp,
 };
 
