@@ -30,7 +30,7 @@ import llamay
 from llamay.cli.bench import (
     bench_tokens,
     decode_seconds,
-    depth_context,
+    depth_contexts,
     prefill_seconds,
     thread_counts,
 )
@@ -103,8 +103,8 @@ def compare_speed(
     llama_cpp_prefill_seconds(theirs, prompt)
     # decode after `depth` prompt tokens: llamay forks one context holding them; llama.cpp
     # evaluates them once and keeps them (the last prefill before the decode runs)
-    after = depth_context(ours, depth)
-    decode_seconds(ours, generated[:4], after)
+    after = depth_contexts(ours, depth, 1)
+    decode_seconds(ours, [generated[:4]], after)
     times: dict[str, list[float]] = {key: [] for key in ("ours_pp", "cpp_pp", "ours_tg", "cpp_tg")}
     for _ in range(repeat):
         times["ours_pp"].append(prefill_seconds(ours, prompt))
@@ -113,10 +113,10 @@ def compare_speed(
         llama_cpp_prefill_seconds(theirs, bench_tokens(ours, depth))
     llama_cpp_decode_seconds(theirs, generated[:4], depth)
     for _ in range(repeat):
-        times["ours_tg"].append(decode_seconds(ours, generated, after))
+        times["ours_tg"].append(decode_seconds(ours, [generated], after))
         times["cpp_tg"].append(llama_cpp_decode_seconds(theirs, generated, depth))
-    if after is not None:
-        after.close()
+    for context in after or []:
+        context.close()
     ours.close()
     theirs.close()
     rate = {

@@ -13,13 +13,15 @@ import numpy as np
 import llamay
 from llamay.engine import Context, Model
 
+from .engine_options import kv_type_option
 
-def bench_tokens(model: Model, n: int) -> list[int]:
+
+def bench_tokens(model: Model, n: int, seed: int = 0) -> list[int]:
     """n token ids to evaluate: BOS (when the model has one) then fixed pseudo-random ids, as
     llama-bench uses; speed does not depend on which tokens they are."""
     bos = model.tokenizer.bos_id
     head = [bos] if bos is not None else []
-    rest = np.random.default_rng(0).integers(0, model.n_vocab, size=n - len(head))
+    rest = np.random.default_rng(seed).integers(0, model.n_vocab, size=n - len(head))
     return head + rest.tolist()
 
 
@@ -33,55 +35,95 @@ def prefill_seconds(model: Model, tokens: list[int]) -> float:
     return elapsed
 
 
-def decode_seconds(model: Model, tokens: list[int], after: Context | None = None) -> float:
-    """Time to evaluate `tokens` one at a time, as generation does: on a fresh context, or on a
-    fork of `after` (a context holding a prompt already: decode at that depth)."""
-    context = after.fork() if after is not None else model.context()
+def decode_seconds(model: Model, streams: list[list[int]], after: list[Context] | None) -> float:
+    """Time to evaluate each stream's tokens one at a time, as generation does, every stream on
+    a context of its own and all of them in one batched step per token: on fresh contexts, or
+    on forks of `after` (contexts holding a prompt already: decode at that depth)."""
+    if after is not None:
+        contexts = [context.fork() for context in after]
+    else:
+        contexts = [model.context() for _ in streams]
     started = time.perf_counter()
-    for token in tokens:
-        context.feed([token])
+    for step in range(len(streams[0])):
+        if len(contexts) == 1:
+            contexts[0].feed([streams[0][step]])
+        else:
+            model.forward_batch([(c, [s[step]]) for c, s in zip(contexts, streams, strict=True)])
     elapsed = time.perf_counter() - started
-    context.close()
+    for context in contexts:
+        context.close()
     return elapsed
 
 
-def depth_context(model: Model, depth: int) -> Context | None:
-    """A context holding `depth` prompt tokens to decode after (None for depth 0)."""
+def depth_contexts(model: Model, depth: int, n: int) -> list[Context] | None:
+    """n contexts holding `depth` prompt tokens each, other tokens in each, to decode after
+    (None for depth 0)."""
     if depth == 0:
         return None
-    context = model.context()
-    context.feed(bench_tokens(model, depth))
-    return context
+    contexts = []
+    for i in range(n):
+        contexts.append(model.context())
+        contexts[-1].feed(bench_tokens(model, depth, seed=i))
+    return contexts
+
+
+def load(model_name: str, threads: int, n_ctx: int, contexts: int, kv_type: str | None) -> Model:
+    """The model with room in its KV cache for `contexts` contexts of n_ctx tokens."""
+    # No prefix cache: every timed prefill must compute its prompt, not find it cached.
+    options = dict(threads=threads, n_ctx=n_ctx, prefix_cache=False, kv_type=kv_type)
+    model = llamay.load(model_name, **options)
+    cache = model.kv_cache
+    pages = contexts * -(-n_ctx // cache.page_tokens)
+    if pages <= cache.n_pages:
+        return model
+    model.close()
+    return llamay.load(model_name, kv_memory=pages * cache.layout.page_bytes, **options)
 
 
 def measure(
-    model_name: str, threads: int, n_prompt: int, n_gen: int, repeat: int, depth: int = 0
+    model_name: str,
+    threads: int,
+    n_prompt: int,
+    n_gen: int,
+    repeat: int,
+    depth: int = 0,
+    sequences: int = 1,
+    kv_type: str | None = None,
 ) -> dict:
     """Median prefill and decode tokens/s over `repeat` runs, after one warm-up run of each;
-    decode after `depth` tokens of prompt (llama-bench's -d), each run on a fork of them."""
-    # No prefix cache: every timed prefill must compute its prompt, not find it cached.
+    decode of `sequences` streams at once (their tokens/s summed), after `depth` tokens of
+    prompt each (llama-bench's -d), each run on forks of them."""
     n_ctx = max(n_prompt, depth + n_gen)
-    model = llamay.load(model_name, threads=threads, n_ctx=n_ctx, prefix_cache=False)
+    # the depth contexts, their forks and a prefill's context
+    model = load(model_name, threads, n_ctx, 2 * sequences + 1, kv_type)
     after = None
     try:
-        prompt, generated = bench_tokens(model, n_prompt), bench_tokens(model, n_gen)
-        after = depth_context(model, depth)
+        prompt = bench_tokens(model, n_prompt)
+        streams = [bench_tokens(model, n_gen, seed=i) for i in range(sequences)]
+        after = depth_contexts(model, depth, sequences)
         prefill_seconds(model, prompt)
-        decode_seconds(model, generated[:4], after)
+        decode_seconds(model, [stream[:4] for stream in streams], after)
         prefill = [prefill_seconds(model, prompt) for _ in range(repeat)]
-        decode = [decode_seconds(model, generated, after) for _ in range(repeat)]
+        decode = [decode_seconds(model, streams, after) for _ in range(repeat)]
     finally:
-        if after is not None:
-            after.close()
+        for context in after or []:
+            context.close()
         model.close()
     row = {
         "threads": threads,
         "prefill_tps": round(n_prompt / statistics.median(prefill), 2),
-        "decode_tps": round(n_gen / statistics.median(decode), 2),
+        "decode_tps": round(sequences * n_gen / statistics.median(decode), 2),
         "prompt_tokens": n_prompt,
         "gen_tokens": n_gen,
     }
-    return {**row, "depth": depth} if depth else row  # the contract's keys, unless -d is given
+    # the contract's keys, and those of the options given
+    if depth:
+        row["depth"] = depth
+    if sequences > 1:
+        row["sequences"] = sequences
+    if kv_type is not None:
+        row["kv_type"] = kv_type.upper()
+    return row
 
 
 def thread_counts(value: str | None) -> list[int]:
@@ -135,6 +177,16 @@ def _thread_counts_option(
     help="Prompt tokens already in the context when decode is timed (llama-bench's -d).",
 )
 @click.option(
+    "-s",
+    "--sequences",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Sequences decoding at once, each on a context of its own, all in one batched step "
+    "per token; decode t/s is their sum.",
+)
+@kv_type_option()
+@click.option(
     "--threads",
     "threads",
     callback=_thread_counts_option,
@@ -155,6 +207,8 @@ def bench(
     n_prompt: int,
     n_gen: int,
     depth: int,
+    sequences: int,
+    kv_type: str | None,
     threads: list[int],
     repeat: int,
     as_json: bool,
@@ -163,14 +217,19 @@ def bench(
 
     Prefill evaluates -p tokens in one call; decode evaluates -n tokens one at a time, each on a
     fresh context, as llama-bench's pp and tg tests do (sampling is not timed); with -d, decode
-    runs after that many prompt tokens (each run on a fork of one context holding them). Each
-    figure is the median of --repeat runs.
+    runs after that many prompt tokens (each run on a fork of one context holding them). With
+    -s, that many sequences decode at once (each after -d tokens of its own), in batched steps.
+    Each figure is the median of --repeat runs.
     """
-    results = [measure(model, count, n_prompt, n_gen, repeat, depth) for count in threads]
+    results = [
+        measure(model, count, n_prompt, n_gen, repeat, depth, sequences, kv_type)
+        for count in threads
+    ]
     if as_json:
         click.echo(json.dumps(results))
         return
-    decode = f"decode {n_gen} t/s" + (f" @ {depth}" if depth else "")
+    decode = f"decode {n_gen} t/s" + (f" x{sequences}" if sequences > 1 else "")
+    decode += f" @ {depth}" if depth else ""
     click.echo(f"{'threads':>7}  {f'prefill {n_prompt} t/s':>16}  {decode:>15}")
     for row in results:
         click.echo(f"{row['threads']:>7}  {row['prefill_tps']:>16.1f}  {row['decode_tps']:>15.1f}")

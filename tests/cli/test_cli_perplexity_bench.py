@@ -110,6 +110,23 @@ def test_bench_depth_decodes_after_that_many_prompt_tokens():
     assert table.stdout.splitlines()[0].split()[-2:] == ["@", "40"]
 
 
+def test_bench_sequences_decode_at_once_each_after_its_own_depth():
+    """Six sequences after 40 tokens each, their forks and a prefill's context: more than the
+    default KV cache's four contexts, so the cache is sized for them."""
+    model = DATA / "synth" / "qwen2-Q8_0.gguf"
+    args = ["bench", str(model), "-p", "8", "-n", "4", "-d", "40", "-s", "6", "--repeat", "1"]
+    result = llamay_cli(*args, "--threads", "1", "--kv-type", "q8_0", "--json")
+    assert result.returncode == 0, result.stderr
+    [row] = json.loads(result.stdout)
+    assert (row["sequences"], row["depth"], row["kv_type"]) == (6, 40, "Q8_0")
+    assert row["gen_tokens"] == 4 and row["decode_tps"] > 0
+    table = llamay_cli(*args, "--threads", "2")
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.splitlines()[0].split()[-3:] == ["x6", "@", "40"]
+    refused = llamay_cli("bench", str(model), "-s", "0")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+
+
 def test_bench_refuses_a_depth_past_the_context():
     model = DATA / "synth" / "qwen2-Q8_0.gguf"
     result = llamay_cli("bench", str(model), "-n", "4", "-d", "100000000", "--repeat", "1")
