@@ -32,10 +32,13 @@ from llamay.store import resolve_model
 
 # Small pages and a small context: forks, chunks and batches cross many page boundaries.
 PAGE_TOKENS = 16
-N_CTX = 256
+N_CTX = 576
 PROMPT = 100  # tokens: six pages and a quarter
 DECODE = 8  # single-token steps after the prompt, as generation makes them
 SEQUENCE = PROMPT + DECODE
+# a prompt past two of attention's spans of 256 positions (each its own softmax, folded), where
+# the threads of a decode step may split a KV head's positions between them
+DEEP = 560
 SAMPLED = 32  # tokens per seeded generation
 SEED = 1234
 TEXT = (
@@ -200,10 +203,23 @@ def prefill_then_decode(model: Model, sequence: Sequence[int]) -> np.ndarray:
     return feed_in_pieces(model, sequence, [PROMPT, *[1] * DECODE])
 
 
+def deep_decode(model: Model, sequence: Sequence[int]) -> np.ndarray:
+    """The logits after a DEEP-token prompt fed whole, then after each later token fed alone
+    (only the prompt's last: a large vocabulary's logits for every position would be GBs)."""
+    with model.context() as ctx:
+        ctx.feed(sequence[:DEEP])
+        rows = [ctx.logits()[None]]
+        rows += [ctx.feed([token], all_logits=True) for token in sequence[DEEP:]]
+    return np.concatenate(rows)
+
+
 def check_thread_counts(name: str, models: dict[int, Model], sequence: list[int]) -> Check:
-    """The same sequence on models loaded with each thread count."""
+    """The same sequence on models loaded with each thread count, then a deep one."""
     first, *rest = [prefill_then_decode(m, sequence) for m in models.values()]
-    return compare_logits(name, ((first, other) for other in rest))
+    deep = token_stream(next(iter(models.values())), DEEP + DECODE, offset=3)
+    deep_first, *deep_rest = [deep_decode(m, deep) for m in models.values()]
+    pairs = [(first, other) for other in rest] + [(deep_first, other) for other in deep_rest]
+    return compare_logits(name, pairs)
 
 
 def check_batch_company(name: str, model: Model, sequence: list[int]) -> Check:

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from llamay.verify import DECODE, SEQUENCE
+
 from helpers.clitools import assert_user_error, run_llamay
 
 CHECKS = 7
@@ -18,7 +20,8 @@ def test_verify_without_a_model_passes_every_check_on_the_builtin_one():
     assert len(lines) == CHECKS + 1
     assert all(line.startswith("PASS  ") for line in lines[:CHECKS])
     assert lines[0].startswith("PASS  thread counts (1, ")
-    assert lines[0].endswith("max |Δlogit| = 0 over 108 positions")
+    # the sequence, then a deep one past two spans: its last prompt position and decode steps
+    assert lines[0].endswith(f"max |Δlogit| = 0 over {SEQUENCE + 1 + DECODE} positions")
     assert lines[-1].startswith(f"{CHECKS} of {CHECKS} checks passed (built-in synthetic model, ")
 
 

@@ -11,6 +11,7 @@ import pytest
 import llamay
 from llamay.models.synthetic import write_builtin
 from llamay.verify import (
+    DECODE,
     N_CTX,
     PAGE_TOKENS,
     SEQUENCE,
@@ -96,7 +97,8 @@ def test_the_thread_check_fails_on_models_that_compute_other_bits(tmp_path):
     check = check_thread_counts("threads", models, token_stream(models[1], SEQUENCE))
     assert not check.passed
     assert 0 < check.numbers["max_abs_diff"] < 1
-    assert check.numbers["positions"] == SEQUENCE
+    # the sequence's positions, then the deep one's last prompt position and decode steps
+    assert check.numbers["positions"] == SEQUENCE + 1 + DECODE
 
 
 @pytest.mark.parametrize(
