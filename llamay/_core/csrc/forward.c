@@ -519,6 +519,13 @@ static int span_owner(const step *st, const span_plan *p, int64_t before, int ti
     return (int)((2 * before + tiles) * st->n_threads / (2 * p->tiles));
 }
 
+/* The query heads of part `part` of a group's, parts of per_part heads (the last one fewer,
+   or none) */
+static int part_heads(int part, int per_part, int group) {
+    const int h0 = part * per_part;
+    return h0 >= group ? 0 : group - h0 < per_part ? group - h0 : per_part;
+}
+
 /* The query heads a thread computes in whole-pair units (pairs, or parts of their query heads
    where there are fewer pairs than threads), times their tiles, on the busiest thread. */
 static int64_t busiest_by_pairs(const step *st, const llamay_layer *l, int parts) {
@@ -526,9 +533,8 @@ static int64_t busiest_by_pairs(const step *st, const llamay_layer *l, int parts
     const int per_part = (group + parts - 1) / parts;
     int64_t load[64] = {0}, busiest = 0;
     for (int u = 0; u < T * n_kv * parts; u++) {
-        const int h0 = u % parts * per_part;
-        const int n_q = h0 >= group ? 0 : group - h0 < per_part ? group - h0 : per_part;
-        int64_t *mine = &load[u % st->n_threads % 64];
+        const int n_q = part_heads(u % parts, per_part, group);
+        int64_t *mine = &load[u % st->n_threads];
         *mine += (int64_t)n_q * tiles_seen(st, l, u / parts / n_kv, -1);
         busiest = *mine > busiest ? *mine : busiest;
     }
@@ -548,7 +554,8 @@ static int pair_parts(const step *st, const llamay_layer *l) {
    a few tokens whose (token, KV head) pairs do not share out evenly among the threads
    (SmolLM2's five KV heads or Gemma 3's one on two threads), one of them deeper than a span,
    and the busiest thread no busier than with whole pairs, or parts of them, give or take an
-   eighth (spans read each page once; parts of a pair each read all of its pages). */
+   eighth (spans read each page once; parts of a pair each read all of its pages). Up to 64
+   threads, the loads it compares. */
 static int plan_spans(const step *st, const llamay_layer *l, span_plan *p) {
     const int T = st->b->n_tokens, n_kv = l->n_head_kv, group = l->n_head / n_kv;
     if (st->n_threads == 1 || st->n_threads > 64 || T > SPAN_TOKENS ||
@@ -898,10 +905,10 @@ static void layer(const step *st, int il) {
         const int n_kv = l->n_head_kv, group = l->n_head / n_kv, parts = pair_parts(st, l);
         const int per_part = (group + parts - 1) / parts;
         MY_ROWS(st, u, T * n_kv * parts) {
-            const int h0 = u % parts * per_part;
-            if (h0 < group) {
-                const int n_q = group - h0 < per_part ? group - h0 : per_part;
-                attend(st, il, u / parts / n_kv, u / parts % n_kv, h0, n_q, NULL, 0);
+            const int n_q = part_heads(u % parts, per_part, group);
+            if (n_q > 0) {
+                attend(st, il, u / parts / n_kv, u / parts % n_kv, u % parts * per_part, n_q,
+                       NULL, 0);
             }
         }
     }
