@@ -112,17 +112,19 @@ class Model:
             budget = parse_size(kv_memory) if isinstance(kv_memory, str) else int(kv_memory)
             n_pages = layout.n_pages_for(budget)
         self.backend = backends.backend(backend)
+        too_big = LlamayError(
+            f"a context of {self.n_ctx} tokens does not fit in memory (its KV cache alone is "
+            f"{n_pages} pages, {n_pages * layout.page_bytes / 2**30:.1f} GiB): give a smaller "
+            "n_ctx (--ctx-size) or kv_memory (--kv-memory)"
+        )
+        if n_pages >= 2**31:  # page ids are int32; no machine holds that many pages either
+            raise too_big
         try:
             self.executor = self.backend.bind(
                 spec, layout, n_pages, threads=self.threads, max_tokens=n_batch, kernels=kernels
             )
         except MemoryError:
-            gib = n_pages * layout.page_bytes / 2**30
-            raise LlamayError(
-                f"a context of {self.n_ctx} tokens does not fit in memory (its KV cache alone is "
-                f"{n_pages} pages, {gib:.1f} GiB): give a smaller n_ctx (--ctx-size) or "
-                "kv_memory (--kv-memory)"
-            ) from None
+            raise too_big from None
         self.kernels: str = self.executor.kernels
         self.kv_cache = KVCache(layout, n_pages, self.executor.storage, prefix_cache=prefix_cache)
         # Made here, not on first use: two threads' first generate() must share one. Its

@@ -85,6 +85,12 @@ def test_a_full_kv_cache_raises_and_allocates_nothing():
     assert model.kv_stats()["pages_used"] == 2 and a.n_tokens == 40 and b.n_tokens == 0
 
 
+def test_a_kv_cache_past_any_memory_is_refused_at_load():
+    # 2^31 pages and more (page ids are int32) are refused before anything is allocated
+    with pytest.raises(LlamayError, match="does not fit in memory"):
+        llamay.load(LLAMA, threads=1, n_ctx=100, kv_memory=2**60)
+
+
 def test_forward_batch_checks_its_items(model):
     ctx = model.context()
     with pytest.raises(ValueError, match="token id 2048 is out of range"):
