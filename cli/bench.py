@@ -44,11 +44,8 @@ def decode_seconds(model: Model, streams: list[list[int]], after: list[Context] 
     else:
         contexts = [model.context() for _ in streams]
     started = time.perf_counter()
-    for step in range(len(streams[0])):
-        if len(contexts) == 1:
-            contexts[0].feed([streams[0][step]])
-        else:
-            model.forward_batch([(c, [s[step]]) for c, s in zip(contexts, streams, strict=True)])
+    for step in range(len(streams[0])):  # Context.feed is a forward_batch of one
+        model.forward_batch([(c, [s[step]]) for c, s in zip(contexts, streams, strict=True)])
     elapsed = time.perf_counter() - started
     for context in contexts:
         context.close()

@@ -503,13 +503,10 @@ typedef struct {
 
 /* Visible tiles of token t's span `span`, or of all of its spans (span -1) */
 static int tiles_seen(const step *st, const llamay_layer *l, int t, int span) {
-    const int P = st->kv->page_tokens, per_span = llamay_attention_span_tiles(P);
-    const int pos = attention_pos(st, t);
-    const int first = llamay_attention_first(pos, l->window) / P, last = pos / P;
-    if (span < 0) return last - first + 1;
-    const int begin = span * per_span > first ? span * per_span : first;
-    const int end = (span + 1) * per_span - 1 < last ? (span + 1) * per_span - 1 : last;
-    return end - begin + 1;
+    int tile0, tile1;
+    llamay_attention_tiles(attention_pos(st, t), l->window, st->kv->page_tokens, span, &tile0,
+                           &tile1);
+    return tile1 - tile0 + 1;
 }
 
 /* The thread of a span unit: the plan's units in (token, KV head, span) order, in runs of

@@ -58,6 +58,19 @@ static inline int llamay_attention_first(int pos, int window) {
     return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
 }
 
+/* The tiles [*tile0, *tile1] a query at pos sees in span `span`, or in all of its spans
+   (span -1). */
+static inline void llamay_attention_tiles(int pos, int window, int page_tokens, int span,
+                                          int *tile0, int *tile1) {
+    const int per_span = llamay_attention_span_tiles(page_tokens);
+    *tile0 = llamay_attention_first(pos, window) / page_tokens;
+    *tile1 = pos / page_tokens;
+    if (span >= 0) {
+        *tile0 = span * per_span > *tile0 ? span * per_span : *tile0;
+        *tile1 = (span + 1) * per_span - 1 < *tile1 ? (span + 1) * per_span - 1 : *tile1;
+    }
+}
+
 /* The spans [*first, *last] that hold the positions a query at pos sees. */
 static inline void llamay_attention_spans(int pos, int window, int page_tokens, int *first,
                                           int *last) {

@@ -472,18 +472,13 @@ static void attention(const llamay_attention *a) {
         ATTENTION_SIZES(q8_0),
     };
     const int D = a->kv->head_dim, P = a->kv->page_tokens;
-    const int span_tiles = llamay_attention_span_tiles(P);
-    const int first_tile = llamay_attention_first(a->pos, a->window) / P, last_tile = a->pos / P;
-    int first_span, last_span;
+    int first_span, last_span, tile0, tile1;
     llamay_attention_spans(a->pos, a->window, P, &first_span, &last_span);
     if (a->span_max != NULL) { /* one span on its own */
-        const int s = a->span;
-        const int tile0 = s * span_tiles > first_tile ? s * span_tiles : first_tile;
-        const int tile1 = (s + 1) * span_tiles - 1 < last_tile ? (s + 1) * span_tiles - 1
-                                                               : last_tile;
+        llamay_attention_tiles(a->pos, a->window, P, a->span, &tile0, &tile1);
         for (int h0 = 0; h0 < a->n_q; h0 += ATTENTION_MAX_GROUP) {
             const int size = a->n_q - h0 < ATTENTION_MAX_GROUP ? a->n_q - h0 : ATTENTION_MAX_GROUP;
-            const float *sinks = a->sinks != NULL && s == first_span ? a->sinks + h0 : NULL;
+            const float *sinks = a->sinks != NULL && a->span == first_span ? a->sinks + h0 : NULL;
             by_type[a->kv->type][size - 1](a, a->q + (size_t)h0 * D, sinks, tile0, tile1,
                                            a->span_max + h0, a->span_sum + h0,
                                            a->out + (size_t)h0 * D);
@@ -500,14 +495,12 @@ static void attention(const llamay_attention *a) {
         const float *q = a->q + (size_t)h0 * D;
         float *out = a->out + (size_t)h0 * D;
         float m[8], l[8];
-        const int end = (first_span + 1) * span_tiles - 1;
-        fn(a, q, a->sinks != NULL ? a->sinks + h0 : NULL, first_tile,
-           end < last_tile ? end : last_tile, m, l, out);
+        llamay_attention_tiles(a->pos, a->window, P, first_span, &tile0, &tile1);
+        fn(a, q, a->sinks != NULL ? a->sinks + h0 : NULL, tile0, tile1, m, l, out);
         for (int s = first_span + 1; s <= last_span; s++) {
             float m2[8], l2[8], o2[FOLD_FLOATS];
-            const int tile1 = (s + 1) * span_tiles - 1 < last_tile ? (s + 1) * span_tiles - 1
-                                                                   : last_tile;
-            fn(a, q, NULL, s * span_tiles, tile1, m2, l2, o2);
+            llamay_attention_tiles(a->pos, a->window, P, s, &tile0, &tile1);
+            fn(a, q, NULL, tile0, tile1, m2, l2, o2);
             fold_span(size, D, m, l, out, m2, l2, o2);
         }
         normalise(size, D, l, out);
