@@ -270,13 +270,14 @@ INLINE float q32_row(int type, const llamay_weight *w, const llamay_act_q *a, in
                      __m256i table) {
     const int nb = w->n_cols / 32;
     const uint8_t *row = w->packed + (size_t)r * w->packed_row_bytes;
-    llamay_prefetch_ahead(row, w->packed_row_bytes); /* rows lie end to end */
     __m256 acc = _mm256_setzero_ps();
     int g = 0;
-    for (; g < nb / 8; g++) {
+    for (; g < nb / 8; g++) { /* rows lie end to end: the next row's lines are asked for */
+        llamay_prefetch_ahead_part(row, w->packed_row_bytes, g, (nb + 7) / 8);
         acc = row_group(type, row, a, g, 8, table, acc);
     }
     if (nb % 8) {
+        llamay_prefetch_ahead_part(row, w->packed_row_bytes, g, (nb + 7) / 8);
         acc = row_group(type, row, a, g, nb % 8, table, acc);
     }
     return tree8_ps(acc);

@@ -263,13 +263,14 @@ INLINE float q32_row(int type, const llamay_weight *w, const llamay_act_q *a, in
                      __m512i table) {
     const int nb = w->n_cols / 32;
     const uint8_t *row = w->packed + (size_t)r * w->packed_row_bytes;
-    llamay_prefetch_ahead(row, w->packed_row_bytes); /* rows lie end to end */
     __m256 acc = _mm256_setzero_ps();
     int g = 0;
-    for (; g < nb / 8; g++) {
+    for (; g < nb / 8; g++) { /* rows lie end to end: the next row's lines are asked for */
+        llamay_prefetch_ahead_part(row, w->packed_row_bytes, g, (nb + 7) / 8);
         acc = row_group(type, row, a, g, 8, table, acc);
     }
     if (nb % 8) {
+        llamay_prefetch_ahead_part(row, w->packed_row_bytes, g, (nb + 7) / 8);
         acc = row_group(type, row, a, g, nb % 8, table, acc);
     }
     return tree8_ps(acc);
@@ -283,13 +284,13 @@ INLINE void q32_row_tokens(int type, const llamay_weight *w, const llamay_act_q 
                            int r, __m512i table, float (*results)[LLAMAY_ROW_BLOCK], int column) {
     const int nb = w->n_cols / 32;
     const uint8_t *row = w->packed + (size_t)r * w->packed_row_bytes;
-    llamay_prefetch_ahead(row, w->packed_row_bytes);
     __m256 acc[LLAMAY_DECODE_TOKENS];
     for (int t = 0; t < n_tok; t++) {
         acc[t] = _mm256_setzero_ps();
     }
     for (int g = 0; g * 8 < nb; g++) {
         const int n = nb - g * 8 < 8 ? nb - g * 8 : 8;
+        llamay_prefetch_ahead_part(row, w->packed_row_bytes, g, (nb + 7) / 8);
         group32 G;
         load_group32(type, row + (size_t)g * llamay_packed_group_bytes(type, 8), n, table, &G);
         for (int t = 0; t < n_tok; t++) {

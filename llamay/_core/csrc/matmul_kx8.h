@@ -458,6 +458,29 @@ INLINE int kx8_has_mins(int type) {
    jump table). Eight at a time ran Q6_K's prefill 10% slower (more live registers). */
 #define KX8_UNROLL 4
 
+/* The lines a decode pass asks for ahead of a super-block (kx8_ahead_of): `bytes` at `far`
+   into L2 and at `near` into L1 (llamay_prefetch_lines), for each of `streams` streams `other`
+   bytes apart (two groups read side by side). */
+typedef struct {
+    const uint8_t *far, *near;
+    size_t other, bytes;
+    int streams;
+} kx8_ahead;
+
+/* Part k of `parts` of those lines (llamay_prefetch_part), asked for as the pass reaches chunk
+   32 k / parts. All at once as a super-block began, two groups of Q6_K asked for 54 far and 54
+   near lines in one burst, and a third of an eight-token step's samples in avx512_q6_K fell on
+   the prefetch instructions (perf record, Xeon). */
+INLINE void kx8_ask_part(const kx8_ahead *ahead, int k, int parts) {
+    if (ahead == NULL) {
+        return;
+    }
+    for (int s = 0; s < ahead->streams; s++) {
+        const size_t at = (size_t)s * ahead->other;
+        llamay_prefetch_part(ahead->far + at, ahead->near + at, ahead->bytes, k, parts);
+    }
+}
+
 /* the super-block at g (and next), expanded into e as above */
 INLINE void kx8_expand(int type, const uint8_t *g, const uint8_t *next, kx_i *e) {
     const int per = kx8_chunks_per_scale(type);
@@ -488,11 +511,18 @@ INLINE void kx8_expand(int type, const uint8_t *g, const uint8_t *next, kx_i *e)
     }
 }
 
+/* Chunks between two parts of the lines asked for ahead: a part a chunk for one token, a part
+   every two chunks for more (the 1B shape's whole steps, against a part every four chunks: one
+   token 1.05 times as fast, eight 1.03; against every chunk, eight 1.04: bench/matmul_ab.py,
+   Xeon, one and two threads). */
+#define KX8_ASK_EVERY(nt) ((nt) > 1 ? 2 : 1)
+
 /* The integer dot products of one super-block with nt tokens' activations: i1[t] (and, for
    Q2_K, Q4_K and Q5_K, i2[t] = -the min term), its quants read from the expansion e, or (e
    NULL) assembled from the block as they are used. */
 INLINE void kx8_ints(int type, const kx_i *e, const uint8_t *g, const uint8_t *next,
-                     const llamay_act_q *const *a, int b, const int nt, kx_i *i1, kx_i *i2) {
+                     const llamay_act_q *const *a, int b, const int nt, kx_i *i1, kx_i *i2,
+                     const kx8_ahead *ahead) {
     const int per = kx8_chunks_per_scale(type);
     const int chunks_per_sum = type == LLAMAY_TYPE_Q6_K   ? KX_Q6_K_CHUNKS_PER_SUM
                                : type == LLAMAY_TYPE_Q5_K ? KX_Q5_K_CHUNKS_PER_SUM
@@ -509,6 +539,9 @@ INLINE void kx8_ints(int type, const kx_i *e, const uint8_t *g, const uint8_t *n
 #pragma GCC unroll 4
         for (int k = 0; k < KX8_UNROLL; k++) {
             const int c = c0 + k;
+            if (k % KX8_ASK_EVERY(nt) == 0) {
+                kx8_ask_part(ahead, c / KX8_ASK_EVERY(nt), 32 / KX8_ASK_EVERY(nt));
+            }
             if (c % per == 0) {
                 scale = e ? e[KX8_SCALES + c / per] : kx8_scale_of(type, g, next, c / per);
             }
@@ -616,7 +649,7 @@ INLINE const uint8_t *kx8_paired_stream(const uint8_t *g, size_t next_group, int
     return pair + at;
 }
 
-/* Asks for the bytes ahead of super-block b of the group at g, read from memory. Alone, a
+/* The lines to ask for ahead of super-block b of the group at g, read from memory. Alone, a
    group's blocks lie end to end and so do the groups: the bytes a fixed distance on. Read side
    by side with the group after it (next_group bytes on, a group's size), past its group's end
    each stream jumps over the other: the pair after this one is read next. A fixed distance there
@@ -624,18 +657,17 @@ INLINE const uint8_t *kx8_paired_stream(const uint8_t *g, size_t next_group, int
    to the demand misses. Each stream asks twice the one-stream distance ahead: on the 128256 x
    2048 Q6_K output matrix with eight tokens, one thread, 152 GFLOP/s before, 236 at half the
    distance, 275 at one, 333 at two, 304 at four. */
-INLINE void kx8_prefetch(int type, const uint8_t *g, size_t next_group, int b) {
+INLINE kx8_ahead kx8_ahead_of(int type, const uint8_t *g, size_t next_group, int b) {
     const size_t block_bytes = (size_t)llamay_kx8_block_bytes(type);
     if (!next_group) {
-        llamay_prefetch_ahead(g, block_bytes);
-        return;
+        return (kx8_ahead){g + LLAMAY_PREFETCH_AHEAD,
+                           g + llamay_prefetch_l1_ahead(LLAMAY_PREFETCH_AHEAD), 0, block_bytes, 1};
     }
     const size_t far_ahead = 2 * LLAMAY_PREFETCH_AHEAD;
-    const uint8_t *far = kx8_paired_stream(g, next_group, b, block_bytes, far_ahead);
-    const size_t near_ahead = llamay_prefetch_l1_ahead(far_ahead);
-    const uint8_t *near = kx8_paired_stream(g, next_group, b, block_bytes, near_ahead);
-    llamay_prefetch_lines(far, near, block_bytes);
-    llamay_prefetch_lines(far + next_group, near + next_group, block_bytes);
+    return (kx8_ahead){
+        kx8_paired_stream(g, next_group, b, block_bytes, far_ahead),
+        kx8_paired_stream(g, next_group, b, block_bytes, llamay_prefetch_l1_ahead(far_ahead)),
+        next_group, block_bytes, 2};
 }
 
 /* KX_ROWS rows from r0 (the group holding r0, and with sixteen lanes the group after it, or
@@ -656,10 +688,10 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
         const uint8_t *g = llamay_kx8_block(w, r0, b), *next = g + next_group;
         kx_i i1[KX_TOKENS], i2[KX_TOKENS];
         if (expanded) {
-            kx8_ints(type, expanded + (size_t)b * KX8_EXPANDED, g, next, a, b, nt, i1, i2);
+            kx8_ints(type, expanded + (size_t)b * KX8_EXPANDED, g, next, a, b, nt, i1, i2, NULL);
         } else {
-            kx8_prefetch(type, g, next_group, b);
-            kx8_ints(type, NULL, g, next, a, b, nt, i1, i2);
+            const kx8_ahead ahead = kx8_ahead_of(type, g, next_group, b);
+            kx8_ints(type, NULL, g, next, a, b, nt, i1, i2, &ahead);
         }
         const kx_f d = kx_load_f16(g, next, 0);
         const int lane = b % LLAMAY_QUANT_LANES;
@@ -742,7 +774,10 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
                     const size_t next_group = kx8_next_group(type, nb, two);
                     for (int b = 0; b < nb; b++) {
                         const uint8_t *block = llamay_kx8_block(w, r0 + g, b);
-                        kx8_prefetch(type, block, next_group, b);
+                        /* all at once: expanding is a short loop of bit assembly, and asked
+                           for as it went a 16-token step ran 0.985 times as fast */
+                        const kx8_ahead ahead = kx8_ahead_of(type, block, next_group, b);
+                        kx8_ask_part(&ahead, 0, 1);
                         kx8_expand(type, block, block + next_group,
                                    expanded + (size_t)b * KX8_EXPANDED);
                     }

@@ -77,10 +77,28 @@ static inline const uint8_t *llamay_prefetch_l1_target(const uint8_t *far) {
                              (((uintptr_t)llamay_prefetch_idle_lines - (uintptr_t)far) & idle));
 }
 
+/* Part k of `parts` of the lines llamay_prefetch_lines(far, near, bytes) asks for. A kernel
+   asks for its next bytes a part at a time as it goes through the bytes before them, not all
+   at once: a burst of requests held every L1 miss buffer, and the requests waiting behind them
+   stopped the arithmetic until memory answered (docs/performance.md, "Prefetch as the
+   arithmetic goes"). */
+static inline void llamay_prefetch_part(const uint8_t *far, const uint8_t *near, size_t bytes,
+                                        int k, int parts) {
+    const size_t lines = (bytes + 63) / 64;
+    const size_t begin = lines * (size_t)k / (size_t)parts * 64;
+    const size_t end = lines * (size_t)(k + 1) / (size_t)parts * 64;
+    llamay_prefetch_lines(far + begin, near + begin, end - begin);
+}
+
+/* Part k of `parts` of what a kernel asks for as it reads `bytes` of weights at p, in order */
+static inline void llamay_prefetch_ahead_part(const uint8_t *p, size_t bytes, int k, int parts) {
+    llamay_prefetch_part(p + LLAMAY_PREFETCH_AHEAD,
+                         p + llamay_prefetch_l1_ahead(LLAMAY_PREFETCH_AHEAD), bytes, k, parts);
+}
+
 /* As a kernel starts on `bytes` of weights at p, read in order */
 static inline void llamay_prefetch_ahead(const uint8_t *p, size_t bytes) {
-    llamay_prefetch_lines(p + LLAMAY_PREFETCH_AHEAD,
-                          p + llamay_prefetch_l1_ahead(LLAMAY_PREFETCH_AHEAD), bytes);
+    llamay_prefetch_ahead_part(p, bytes, 0, 1);
 }
 
 #endif
