@@ -33,7 +33,8 @@
 #define KX_ROWS 16
 /* enough independent vpdpbusd chains to cover its latency, within 32 registers */
 #define KX_TOKENS 8
-/* tokens a pass over expanded super-blocks takes (kx8_kernel: steps of more than KX_TOKENS) */
+/* tokens a pass over expanded super-blocks takes (kx8_kernel: steps of more than
+   KX8_DIRECT_TOKENS) */
 #define KX8_EXPANDED_TOKENS KX_TOKENS
 #define KX_Q5_K_CHUNKS_PER_SUM 4
 #define KX_Q6_K_CHUNKS_PER_SUM 2
@@ -718,9 +719,17 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
    Where the far lines go to L2 (Intel), two ranges stream as fast as one and the halved
    arithmetic shows: on the Xeon VM a step of the 1B shape's matrices 1.21-1.23 times as fast
    with two groups at one token and 1.32-1.36 at four (bench/matmul_ab.py, one and two
-   threads). Steps of more than KX_TOKENS tokens expand a group's (or two groups')
+   threads). Steps of more than KX8_DIRECT_TOKENS tokens expand a group's (or two groups')
    super-blocks once, then share them, KX8_EXPANDED_TOKENS at a time. */
 #define KX8_ONE_GROUP_TOKENS 4
+
+/* Steps of up to this many tokens (a prompt-lookup step's drafts, or 9-16 sequences) read the
+   packed super-blocks in passes of KX_TOKENS, each assembling the bits as it reads (the
+   group's blocks still in cache for the second pass); longer ones expand them once. Against
+   expanding, the 1B shape's whole steps at two threads: 9 tokens 1.20 times as fast, 12 1.23,
+   16 1.24 (AVX2: 9 1.18, 16 1.07); up to 32 instead of 16: 24 tokens 1.035, 32 0.974
+   (bench/matmul_ab.py, Xeon). */
+#define KX8_DIRECT_TOKENS (2 * KX_TOKENS)
 
 /* Whether sixteen lanes hold two groups for n_tok tokens. Q3_K and Q2_K always take two:
    their codes cost several shifts a chunk (two arrays for Q3_K), so that even one token's
@@ -742,7 +751,7 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
     const int nb = w->n_cols / 256;
     kx_i *expanded = NULL; /* without it (no memory), each pass expands what it reads */
     int8_t *biased = NULL; /* kx8_biased: the chunk's activations plus 128 */
-    if (n_tokens > KX_TOKENS) {
+    if (n_tokens > KX8_DIRECT_TOKENS) {
         expanded = aligned_alloc(64, (size_t)nb * KX8_EXPANDED * sizeof(kx_i));
         if (expanded != NULL && kx8_biased(type)) {
             biased = aligned_alloc(64, (size_t)TOKEN_CHUNK * (size_t)w->n_cols);
@@ -754,9 +763,9 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
     }
     for (int t0 = 0; t0 < n_tokens; t0 += TOKEN_CHUNK) {
         const int n_tok = n_tokens - t0 < TOKEN_CHUNK ? n_tokens - t0 : TOKEN_CHUNK;
-        /* a chunk of more than one pass shares expanded super-blocks (and, kx8_biased, reads
-           the biased activations); a last chunk of a few tokens assembles as it reads */
-        const int expands = expanded != NULL && n_tok > KX_TOKENS;
+        /* a chunk of more than KX8_DIRECT_TOKENS shares expanded super-blocks (and,
+           kx8_biased, reads the biased activations); a shorter one assembles as it reads */
+        const int expands = expanded != NULL && n_tok > KX8_DIRECT_TOKENS;
         for (int t = 0; t < n_tok; t++) {
             acts[t] = llamay_act_q_of(w, act, t0 + t);
             if (biased != NULL && expands) {
