@@ -8,7 +8,16 @@ each, fp16 KV in shuffled pages of 32 positions, 2 MiB pages asked for as the en
 builds must give the same output bits; the program says whether they did. Built and run by
 bench/attention_ab.sh, which names the two builds kern_A and kern_B.
 
-    attention_ab DEPTH STEPS [hot]    hot: every position on the first page (in cache)
+    attention_ab DEPTH STEPS [hot] [stream] [runs]
+
+hot: every position on the first page (in cache), the arithmetic alone.
+stream: before each layer's attention, 50 MB of other memory is read (untimed), as a decode
+step reads a layer's weights between two layers' attention. Without it the KV bytes of one
+step stay in a large last-level cache for the next: on the 480 MB-L3 Xeon of
+docs/performance.md the attention then took 8.7 ms a step, with it 12.4, as in the engine.
+runs: each (layer, KV head)'s blocks of consecutive pages one run of bytes, K then V a page,
+as a layout with the page inside the (layer, KV head) would lay out a context's pages taken in
+order; not shuffled. Without it, pages.h's layout: a page holds every layer and head.
 */
 #include <math.h>
 #include <stdio.h>
@@ -43,10 +52,22 @@ static int by_value(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s DEPTH STEPS [hot]\n", argv[0]);
+        fprintf(stderr, "usage: %s DEPTH STEPS [hot] [stream] [runs]\n", argv[0]);
         return 2;
     }
-    const int depth = atoi(argv[1]), steps = atoi(argv[2]), hot = argc > 3;
+    const int depth = atoi(argv[1]), steps = atoi(argv[2]);
+    int hot = 0, stream = 0, runs = 0;
+    for (int i = 3; i < argc; i++) {
+        int *option = strcmp(argv[i], "hot") == 0      ? &hot
+                      : strcmp(argv[i], "stream") == 0 ? &stream
+                      : strcmp(argv[i], "runs") == 0   ? &runs
+                                                       : NULL;
+        if (option == NULL) {
+            fprintf(stderr, "unknown option %s: hot, stream or runs\n", argv[i]);
+            return 2;
+        }
+        *option = 1;
+    }
     if (depth < 1 || steps < 1 || steps > 4096) {
         fprintf(stderr, "DEPTH must be at least 1, STEPS 1 to 4096\n");
         return 2;
@@ -66,9 +87,30 @@ int main(int argc, char **argv) {
     srand(1);
     uint16_t *x = (uint16_t *)kv.base;
     for (size_t i = 0; i < (size_t)n_pages * kv.page_bytes / 2; i++) x[i] = llamay_fp32_to_fp16(normal());
+    /* runs: each (layer, KV head) an arena of its own of one layer and one head, its pages in
+       order, the arenas side by side in the same bytes */
+    static llamay_pages run[LAYERS][KV_HEADS];
+    for (int layer = 0; layer < LAYERS; layer++) {
+        for (int head = 0; head < KV_HEADS; head++) {
+            llamay_pages *r = &run[layer][head];
+            *r = kv;
+            r->kv_bytes = kv.head_bytes, r->layer_bytes = r->page_bytes = 2 * kv.head_bytes;
+            r->n_layers = r->n_kv_heads = 1;
+            r->base = kv.base + (size_t)(layer * KV_HEADS + head) * n_pages * r->page_bytes;
+        }
+    }
+    /* stream: a layer's weights, read between two layers' attention */
+    enum { LAYER_WEIGHTS = 50 << 20, WEIGHTS = 16 * LAYER_WEIGHTS };
+    uint64_t *weights = NULL, weights_sum = 0;
+    size_t next_layer = 0;
+    if (stream) {
+        weights = aligned_alloc(huge, WEIGHTS);
+        madvise(weights, WEIGHTS, MADV_HUGEPAGE);
+        memset(weights, 1, WEIGHTS);
+    }
     int32_t *pages = malloc((size_t)n_pages * sizeof *pages);
     for (int i = 0; i < n_pages; i++) pages[i] = hot ? 0 : i;
-    for (int i = n_pages - 1; i > 0 && !hot; i--) {
+    for (int i = n_pages - 1; i > 0 && !hot && !runs; i--) {
         const int j = rand() % (i + 1), t = pages[i];
         pages[i] = pages[j], pages[j] = t;
     }
@@ -80,16 +122,23 @@ int main(int argc, char **argv) {
     int same = 1;
     for (int r = 0; r < 2 * steps; r++) {
         const int b = r % 2;
-        const double started = now();
+        double seconds = 0;
         for (int layer = 0; layer < LAYERS; layer++) {
+            if (stream) {
+                const uint64_t *w = weights + next_layer * (LAYER_WEIGHTS / sizeof *weights);
+                for (size_t i = 0; i < LAYER_WEIGHTS / sizeof *weights; i++) weights_sum += w[i];
+                next_layer = (next_layer + 1) % (WEIGHTS / LAYER_WEIGHTS);
+            }
+            const double started = now();
             for (int head = 0; head < KV_HEADS; head++) {
                 const llamay_attention a = {
-                    .kv = &kv, .page_table = pages, .layer = layer, .kv_head = head,
-                    .n_q = GROUP, .pos = depth - 1, .scale = 0.125f, .q = q, .out = out[b]};
+                    .kv = runs ? &run[layer][head] : &kv, .page_table = pages,
+                    .layer = runs ? 0 : layer, .kv_head = runs ? 0 : head, .n_q = GROUP,
+                    .pos = depth - 1, .scale = 0.125f, .q = q, .out = out[b]};
                 builds[b]->attention(&a);
             }
+            seconds += now() - started;
         }
-        const double seconds = now() - started;
         best[b] = seconds < best[b] ? seconds : best[b];
         if (b == 0) {
             a_seconds = seconds;
@@ -99,10 +148,12 @@ int main(int argc, char **argv) {
         }
     }
     qsort(ratios, (size_t)steps, sizeof *ratios, by_value);
-    printf("depth %d%s, %d steps each: B/A median %.3f (quartiles %.3f, %.3f); fastest step A "
+    printf("depth %d%s%s%s, %d steps each: B/A median %.3f (quartiles %.3f, %.3f); fastest step A "
            "%.2f ms, B %.2f ms; output bits %s; kernels %s\n",
-           depth, hot ? " (hot)" : "", steps, ratios[steps / 2], ratios[steps / 4],
+           depth, hot ? " (hot)" : "", stream ? " (stream)" : "", runs ? " (runs)" : "", steps,
+           ratios[steps / 2], ratios[steps / 4],
            ratios[3 * steps / 4], 1e3 * best[0], 1e3 * best[1], same ? "the same" : "DIFFERENT",
            builds[0]->name);
+    if (weights_sum == 1) printf("\n"); /* the weights' reads are not dead code */
     return same ? 0 : 1;
 }
