@@ -4,20 +4,23 @@ A shared machine's speed moves by more than a kernel change, also between runs s
 step of build A and then one of build B see about the same machine, so the median of the steps'
 B/A ratios holds still where the two medians do not. One step is one token's attention over
 every layer and KV head of the Llama-3.2-1B shape (16 layers, 8 KV heads of 64, 4 query heads
-each, fp16 KV in shuffled pages of 32 positions, 2 MiB pages asked for as the engine does). Both
-builds must give the same output bits; the program says whether they did. Built and run by
-bench/attention_ab.sh, which names the two builds kern_A and kern_B.
+each, fp16 KV in pages of 32 positions taken in order, laid out as csrc/pages.h lays out the
+engine's, 2 MiB pages asked for as the engine does). Both builds must give the same output
+bits; the program says whether they did. Both must also lay out pages as this file's
+csrc/pages.h does (its struct is filled here). Built and run by bench/attention_ab.sh, which
+names the two builds kern_A and kern_B.
 
-    attention_ab DEPTH STEPS [hot] [stream] [runs]
+    attention_ab DEPTH STEPS [hot] [stream] [shuffled] [runs]
 
 hot: every position on the first page (in cache), the arithmetic alone.
 stream: before each layer's attention, 50 MB of other memory is read (untimed), as a decode
 step reads a layer's weights between two layers' attention. Without it the KV bytes of one
-step stay in a large last-level cache for the next: on the 480 MB-L3 Xeon of
-docs/performance.md the attention then took 8.7 ms a step, with it 12.4, as in the engine.
-runs: each (layer, KV head)'s blocks of consecutive pages one run of bytes, K then V a page,
-as a layout with the page inside the (layer, KV head) would lay out a context's pages taken in
-order; not shuffled. Without it, pages.h's layout: a page holds every layer and head.
+step can stay in a large last-level cache for the next: on the 480 MB-L3 Xeon of
+docs/performance.md the attention took 8.7 ms a step without it once, 12.4 with it, as in the
+engine.
+shuffled: the pages in a shuffled order, as in an arena whose pages have been freed and taken
+again many times. runs: the whole arena one group, so that each (layer, KV head)'s blocks of
+every page are one run of bytes.
 */
 #include <math.h>
 #include <stdio.h>
@@ -32,7 +35,8 @@ order; not shuffled. Without it, pages.h's layout: a page holds every layer and 
 const llamay_kernels *kern_A(void);
 const llamay_kernels *kern_B(void);
 
-enum { LAYERS = 16, KV_HEADS = 8, HEAD_DIM = 64, GROUP = 4, PAGE = 32 };
+/* GROUP_PAGES: the group llamay/_core/pages.pyx makes of these 4 KiB blocks (csrc/pages.h) */
+enum { LAYERS = 16, KV_HEADS = 8, HEAD_DIM = 64, GROUP = 4, PAGE = 32, GROUP_PAGES = 64 };
 
 static double now(void) {
     struct timespec t;
@@ -56,18 +60,20 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int depth = atoi(argv[1]), steps = atoi(argv[2]);
-    int hot = 0, stream = 0, runs = 0;
+    int hot = 0, stream = 0, shuffled = 0, runs = 0;
     for (int i = 3; i < argc; i++) {
-        int *option = strcmp(argv[i], "hot") == 0      ? &hot
-                      : strcmp(argv[i], "stream") == 0 ? &stream
-                      : strcmp(argv[i], "runs") == 0   ? &runs
-                                                       : NULL;
+        int *option = strcmp(argv[i], "hot") == 0        ? &hot
+                      : strcmp(argv[i], "stream") == 0   ? &stream
+                      : strcmp(argv[i], "shuffled") == 0 ? &shuffled
+                      : strcmp(argv[i], "runs") == 0     ? &runs
+                                                         : NULL;
         if (option == NULL) {
-            fprintf(stderr, "unknown option %s: hot, stream or runs\n", argv[i]);
+            fprintf(stderr, "unknown option %s: hot, stream, shuffled or runs\n", argv[i]);
             return 2;
         }
         *option = 1;
     }
+    shuffled &= !hot;
     if (depth < 1 || steps < 1 || steps > 4096) {
         fprintf(stderr, "DEPTH must be at least 1, STEPS 1 to 4096\n");
         return 2;
@@ -76,29 +82,19 @@ int main(int argc, char **argv) {
     llamay_pages kv = {0};
     kv.row_bytes = HEAD_DIM * 2;
     kv.head_bytes = PAGE * kv.row_bytes;
-    kv.kv_bytes = KV_HEADS * kv.head_bytes;
-    kv.layer_bytes = 2 * kv.kv_bytes;
-    kv.page_bytes = LAYERS * kv.layer_bytes;
+    kv.page_bytes = LAYERS * 2 * KV_HEADS * kv.head_bytes;
+    kv.group_pages = runs ? n_pages : GROUP_PAGES;
+    kv.group_bytes = kv.group_pages * kv.page_bytes;
     kv.n_pages = n_pages, kv.n_layers = LAYERS, kv.n_kv_heads = KV_HEADS;
     kv.head_dim = HEAD_DIM, kv.page_tokens = PAGE, kv.type = LLAMAY_KV_F16;
-    const size_t huge = 2u << 20, bytes = ((size_t)n_pages * kv.page_bytes + huge - 1) & ~(huge - 1);
+    const size_t n_groups = (size_t)(n_pages + kv.group_pages - 1) / kv.group_pages;
+    const size_t huge = 2u << 20, used = n_groups * kv.group_bytes;
+    const size_t bytes = (used + huge - 1) & ~(huge - 1);
     kv.base = aligned_alloc(huge, bytes);
     madvise(kv.base, bytes, MADV_HUGEPAGE);
     srand(1);
     uint16_t *x = (uint16_t *)kv.base;
-    for (size_t i = 0; i < (size_t)n_pages * kv.page_bytes / 2; i++) x[i] = llamay_fp32_to_fp16(normal());
-    /* runs: each (layer, KV head) an arena of its own of one layer and one head, its pages in
-       order, the arenas side by side in the same bytes */
-    static llamay_pages run[LAYERS][KV_HEADS];
-    for (int layer = 0; layer < LAYERS; layer++) {
-        for (int head = 0; head < KV_HEADS; head++) {
-            llamay_pages *r = &run[layer][head];
-            *r = kv;
-            r->kv_bytes = kv.head_bytes, r->layer_bytes = r->page_bytes = 2 * kv.head_bytes;
-            r->n_layers = r->n_kv_heads = 1;
-            r->base = kv.base + (size_t)(layer * KV_HEADS + head) * n_pages * r->page_bytes;
-        }
-    }
+    for (size_t i = 0; i < used / 2; i++) x[i] = llamay_fp32_to_fp16(normal());
     /* stream: a layer's weights, read between two layers' attention */
     enum { LAYER_WEIGHTS = 50 << 20, WEIGHTS = 16 * LAYER_WEIGHTS };
     uint64_t *weights = NULL, weights_sum = 0;
@@ -110,7 +106,7 @@ int main(int argc, char **argv) {
     }
     int32_t *pages = malloc((size_t)n_pages * sizeof *pages);
     for (int i = 0; i < n_pages; i++) pages[i] = hot ? 0 : i;
-    for (int i = n_pages - 1; i > 0 && !hot && !runs; i--) {
+    for (int i = n_pages - 1; i > 0 && shuffled; i--) {
         const int j = rand() % (i + 1), t = pages[i];
         pages[i] = pages[j], pages[j] = t;
     }
@@ -132,9 +128,8 @@ int main(int argc, char **argv) {
             const double started = now();
             for (int head = 0; head < KV_HEADS; head++) {
                 const llamay_attention a = {
-                    .kv = runs ? &run[layer][head] : &kv, .page_table = pages,
-                    .layer = runs ? 0 : layer, .kv_head = runs ? 0 : head, .n_q = GROUP,
-                    .pos = depth - 1, .scale = 0.125f, .q = q, .out = out[b]};
+                    .kv = &kv, .page_table = pages, .layer = layer, .kv_head = head,
+                    .n_q = GROUP, .pos = depth - 1, .scale = 0.125f, .q = q, .out = out[b]};
                 builds[b]->attention(&a);
             }
             seconds += now() - started;
@@ -148,9 +143,10 @@ int main(int argc, char **argv) {
         }
     }
     qsort(ratios, (size_t)steps, sizeof *ratios, by_value);
-    printf("depth %d%s%s%s, %d steps each: B/A median %.3f (quartiles %.3f, %.3f); fastest step A "
-           "%.2f ms, B %.2f ms; output bits %s; kernels %s\n",
-           depth, hot ? " (hot)" : "", stream ? " (stream)" : "", runs ? " (runs)" : "", steps,
+    printf("depth %d%s%s%s%s, %d steps each: B/A median %.3f (quartiles %.3f, %.3f); fastest "
+           "step A %.2f ms, B %.2f ms; output bits %s; kernels %s\n",
+           depth, hot ? " (hot)" : "", stream ? " (stream)" : "", shuffled ? " (shuffled)" : "",
+           runs ? " (runs)" : "", steps,
            ratios[steps / 2], ratios[steps / 4],
            ratios[3 * steps / 4], 1e3 * best[0], 1e3 * best[1], same ? "the same" : "DIFFERENT",
            builds[0]->name);

@@ -1,14 +1,14 @@
 #!/bin/sh
 # Two builds of the attention kernel, step by step in turn (see bench/attention_ab.c):
 #
-#     [SET=avx512] bench/attention_ab.sh REV_A REV_B [DEPTH] [STEPS] [hot] [stream] [runs]
+#     [SET=avx512] bench/attention_ab.sh REV_A REV_B [DEPTH] [STEPS] [hot] [stream] [shuffled] [runs]
 #
 # REV_A and REV_B are git revisions, or "." for the working tree; e.g. HEAD~1 . 4096 30.
 # SET picks the kernel set (avx2, the default, or avx512). Built with setup.py's flags for this
 # machine.
 set -eu
 if [ $# -lt 2 ]; then
-    echo "usage: $0 REV_A REV_B [DEPTH] [STEPS] [hot] [stream] [runs]" >&2
+    echo "usage: $0 REV_A REV_B [DEPTH] [STEPS] [hot] [stream] [shuffled] [runs]" >&2
     exit 2
 fi
 kernel_set=${SET:-avx2}

@@ -6,8 +6,13 @@ then each round decodes `--n-gen` tokens one at a time on a fresh context (after
 on a fork of the deep one, back to back, so that both halves of a round see the same machine.
 Reports the medians of each and the median of the rounds' ratios.
 
+A fresh context takes consecutive pages, whose blocks lie in runs (llamay/_core/csrc/pages.h).
+`--interleave N` fills the deep context a page at a time in turn with N - 1 others, as N
+streams decoding together take pages, so that its pages are every Nth one (the others are
+closed before the rounds).
+
     python bench/bench_depth.py [--model llama-1b:Q4_K_M] [--depth 4096] [--threads 1]
-                                [--n-gen 24] [--rounds 10] [--json]
+                                [--n-gen 24] [--rounds 10] [--interleave 1] [--json]
 """
 
 from __future__ import annotations
@@ -47,10 +52,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int)
     parser.add_argument("--n-gen", type=int, default=24, help="decode tokens a run (2 untimed)")
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument(
+        "--interleave", type=int, default=1, help="contexts filled a page each in turn (1-3)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.depth < 16 or args.n_gen < 3 or args.rounds < 1:
         parser.error("--depth must be at least 16, --n-gen at least 3, --rounds at least 1")
+    if not 1 <= args.interleave <= 3:  # the model's pages are for 4 full contexts
+        parser.error("--interleave must be 1, 2 or 3")
 
     n_ctx = args.depth + args.n_gen + 16
     with llamay.load(
@@ -59,7 +69,13 @@ def main() -> None:
         rng = np.random.default_rng(0)
         ids = rng.integers(0, model.n_vocab, size=args.depth + args.n_gen).tolist()
         deep = model.context()
-        deep.feed(ids[: args.depth])
+        others = [model.context() for _ in range(args.interleave - 1)]
+        step = model.page_tokens if others else args.depth
+        for start in range(0, args.depth, step):
+            for context in [deep, *others]:
+                context.feed(ids[start : min(start + step, args.depth)])
+        for context in others:
+            context.close()
         gen = ids[args.depth :]
         empty_tps, deep_tps = [], []
         for _ in range(args.rounds):
@@ -73,6 +89,7 @@ def main() -> None:
             "model": args.model,
             "threads": model.threads,
             "depth": args.depth,
+            "interleave": args.interleave,
             "rounds": args.rounds,
             "empty_tps": round(statistics.median(empty_tps), 2),
             "depth_tps": round(statistics.median(deep_tps), 2),

@@ -10,8 +10,8 @@ cdef extern from "pages.h" nogil:
 
     ctypedef struct llamay_pages:
         unsigned char *base
-        int64_t row_bytes, head_bytes, kv_bytes, layer_bytes, page_bytes
-        int32_t n_pages, n_layers, n_kv_heads, head_dim, page_tokens, type
+        int64_t row_bytes, head_bytes, page_bytes, group_bytes
+        int32_t n_pages, n_layers, n_kv_heads, head_dim, page_tokens, type, group_pages
 
     unsigned char *llamay_page_k(const llamay_pages *a, llamay_page_id page, int32_t layer,
                                  int32_t head)
@@ -23,11 +23,14 @@ cdef class PageMemory:
     cdef llamay_pages c
     # the 2 MiB-aligned page bytes that c.base points into
     cdef unsigned char[::1] data
+    # the same bytes as (group, layer, kv_head, page of the group, K or V, token, row byte)
+    cdef object blocks
     cdef readonly str dtype
 
     cdef llamay_page_id _page_id(self, object page) except -1
     cdef int32_t _layer(self, object layer) except -1
-    cdef object _view(self, llamay_page_id page, int32_t layer, int64_t offset)
+    cdef object _blocks_of(self, llamay_page_id page)
+    cdef object _view(self, llamay_page_id page, int32_t layer, int kv)
 
 
 cdef class PageTable:

@@ -1,7 +1,7 @@
 # cython: language_level=3, annotation_typing=False
 """KV pages: the CPU backend's page memory, and the page allocator the state engine uses.
 
-`PageMemory` is one 2 MiB-aligned allocation of fixed-size pages (the layout is csrc/pages.h)
+`PageMemory` is one 2 MiB-aligned allocation of fixed-size pages, in groups (csrc/pages.h)
 that the forward step reads and writes by page id; it offers the page operations every backend
 offers (copy, zero, read and write a page as its canonical bytes).
 
@@ -20,7 +20,6 @@ import sys
 import numpy as np
 
 from libc.stdint cimport INT32_MAX, int32_t, int64_t
-from libc.string cimport memcpy, memset
 
 from llamay.errors import ContextOverflow
 
@@ -42,6 +41,11 @@ cdef extern from *:
     void llamay_advise_hugepages(void *p, size_t n)
 
 HUGE_PAGE = 2 << 20
+# A group of pages (csrc/pages.h) makes each (layer, KV head)'s K and V blocks of its pages one
+# run of bytes, of about RUN_BYTES: runs that long read faster at depth, where a group is
+# resident from the first write to any page of it (docs/performance.md, "KV pages in groups").
+RUN_BYTES = 512 << 10
+MAX_GROUP_PAGES = 64
 # The KV element types (csrc/pages.h): their enum value, and the bytes of a row of head_dim
 # elements. Q8_0 is ggml's block: 32 int8 values and their binary16 scale, 34 bytes.
 KV_TYPES = {"F16": 1, "F32": 0, "Q8_0": 2}
@@ -100,20 +104,26 @@ cdef class PageMemory:
         c.type = KV_TYPES[dtype]
         c.row_bytes = row_bytes
         c.head_bytes = page_tokens * c.row_bytes
-        c.kv_bytes = n_kv_heads * c.head_bytes
-        c.layer_bytes = 2 * c.kv_bytes
-        c.page_bytes = n_layers * c.layer_bytes
+        c.page_bytes = n_layers * 2 * n_kv_heads * c.head_bytes
+        # equal groups, so the last one is not mostly slots past n_pages (fewer than n_groups)
+        cdef int64_t most = min(MAX_GROUP_PAGES, max(1, RUN_BYTES // (2 * c.head_bytes)))
+        cdef int64_t n_groups = (n_pages + most - 1) // most
+        c.group_pages = (n_pages + n_groups - 1) // n_groups
+        c.group_bytes = c.group_pages * c.page_bytes
         self.dtype = dtype
 
         # np.zeros of a large size maps fresh zero pages lazily, so memory is taken only as
         # pages are first written; the padding lets the base move up to a 2 MiB boundary.
-        cdef int64_t total = n_pages * c.page_bytes
+        cdef int64_t total = n_groups * c.group_bytes
         cdef int64_t rounded = (total + HUGE_PAGE - 1) // HUGE_PAGE * HUGE_PAGE
         raw = np.zeros(rounded + HUGE_PAGE, dtype=np.uint8)
         cdef int64_t start = (-raw.ctypes.data) % HUGE_PAGE
         self.data = raw[start : start + total]
         c.base = &self.data[0]
         llamay_advise_hugepages(c.base, rounded)
+        self.blocks = np.asarray(self.data).reshape(
+            n_groups, n_layers, n_kv_heads, c.group_pages, 2, page_tokens, row_bytes
+        )
 
     @property
     def n_pages(self) -> int:
@@ -122,6 +132,11 @@ cdef class PageMemory:
     @property
     def page_bytes(self) -> int:
         return self.c.page_bytes
+
+    @property
+    def group_pages(self) -> int:
+        """Pages in each group of the memory layout (csrc/pages.h)."""
+        return self.c.group_pages
 
     @property
     def n_layers(self) -> int:
@@ -144,17 +159,15 @@ cdef class PageMemory:
         cdef llamay_page_id s = self._page_id(src), d = self._page_id(dst)
         if s == d:
             raise ValueError(f"copy: source and destination are the same page ({s})")
-        memcpy(self.c.base + d * self.c.page_bytes, self.c.base + s * self.c.page_bytes,
-               <size_t>self.c.page_bytes)
+        self._blocks_of(d)[...] = self._blocks_of(s)
 
     def zero(self, page) -> None:
-        cdef llamay_page_id p = self._page_id(page)
-        memset(self.c.base + p * self.c.page_bytes, 0, <size_t>self.c.page_bytes)
+        self._blocks_of(self._page_id(page))[...] = 0
 
     def read(self, page) -> bytes:
-        """The page's canonical bytes: its memory, little-endian, as csrc/pages.h lays it out."""
-        cdef int64_t at = self._page_id(page) * self.c.page_bytes
-        raw = np.asarray(self.data[at : at + self.c.page_bytes])
+        """The page's canonical bytes (csrc/pages.h): little-endian, layer by layer, K then V."""
+        # (layer, kv_head, K or V, ...) in memory; canonically K or V comes before the KV head
+        raw = self._blocks_of(self._page_id(page)).transpose(0, 2, 1, 3, 4).reshape(-1)
         if sys.byteorder == "big":  # F16 or F32 (Q8_0 refuses big-endian machines)
             element = FLOAT_KV_ELEMENTS[self.dtype]
             raw = raw.view(element).astype(element.newbyteorder("<"))
@@ -162,31 +175,37 @@ cdef class PageMemory:
 
     def write(self, page, raw) -> None:
         """Overwrites a page with canonical bytes, as read() returns them."""
-        cdef int64_t at = self._page_id(page) * self.c.page_bytes
+        cdef llamay_page_id p = self._page_id(page)
         values = np.frombuffer(raw, dtype=np.uint8)
         if values.shape[0] != self.c.page_bytes:
             raise ValueError(f"a page has {self.c.page_bytes} bytes, not {values.shape[0]}")
         if sys.byteorder == "big":
             element = FLOAT_KV_ELEMENTS[self.dtype]
             values = values.view(element.newbyteorder("<")).astype(element).view(np.uint8)
-        np.asarray(self.data[at : at + self.c.page_bytes])[:] = values
+        canonical = values.reshape(
+            self.c.n_layers, 2, self.c.n_kv_heads, self.c.page_tokens, self.c.row_bytes
+        )
+        self._blocks_of(p)[...] = canonical.transpose(0, 2, 1, 3, 4)
 
     def k_view(self, page, layer) -> np.ndarray:
         """One layer's K in a page, zero-copy and writable: (n_kv_heads, page_tokens, head_dim)
-        values for F16 and F32, (n_kv_heads, page_tokens, row_bytes) bytes for Q8_0."""
+        values for F16 and F32, (n_kv_heads, page_tokens, row_bytes) bytes for Q8_0; the KV
+        heads' blocks are not adjacent (csrc/pages.h), each block is."""
         return self._view(self._page_id(page), self._layer(layer), 0)
 
     def v_view(self, page, layer) -> np.ndarray:
         """One layer's V in a page, zero-copy and writable, shaped as k_view."""
-        return self._view(self._page_id(page), self._layer(layer), self.c.kv_bytes)
+        return self._view(self._page_id(page), self._layer(layer), 1)
 
-    cdef object _view(self, llamay_page_id page, int32_t layer, int64_t offset):
-        cdef int64_t at = page * self.c.page_bytes + layer * self.c.layer_bytes + offset
-        block = np.asarray(self.data[at : at + self.c.kv_bytes])
+    cdef object _blocks_of(self, llamay_page_id page):
+        """The page's blocks in memory: (layer, kv_head, K or V, token, row byte)."""
+        return self.blocks[page // self.c.group_pages, :, :, page % self.c.group_pages]
+
+    cdef object _view(self, llamay_page_id page, int32_t layer, int kv):
+        block = self._blocks_of(page)[layer, :, kv]
         if self.dtype == "Q8_0":
-            return block.reshape(self.c.n_kv_heads, self.c.page_tokens, self.c.row_bytes)
-        block = block.view(FLOAT_KV_ELEMENTS[self.dtype])
-        return block.reshape(self.c.n_kv_heads, self.c.page_tokens, self.c.head_dim)
+            return block
+        return block.view(FLOAT_KV_ELEMENTS[self.dtype])
 
     cdef llamay_page_id _page_id(self, object page) except -1:
         page = operator.index(page)

@@ -54,17 +54,17 @@ def test_set_picks_the_avx512_kernels():
 
 
 @pytest.mark.skipif("avx2" not in E.kernel_sets(), reason="this machine has no AVX2 kernel set")
-def test_a_layer_s_weights_between_layers_and_runs_of_pages_in_order():
-    # stream: 50 MB read before each layer's attention; runs: each (layer, KV head)'s pages one
-    # run of bytes. Both builds still see the same positions, so the same bits.
+def test_a_layer_s_weights_between_layers_shuffled_pages_and_one_run_of_pages():
+    # stream: 50 MB read before each layer's attention; shuffled: the page table shuffled; runs:
+    # each (layer, KV head)'s pages one run of bytes. Both builds see the same positions.
     done = subprocess.run(
-        [str(SCRIPT), ".", ".", "100", "3", "stream", "runs"],
+        [str(SCRIPT), ".", ".", "100", "3", "stream", "shuffled", "runs"],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
-    assert "depth 100 (stream) (runs), 3 steps each: B/A median" in done.stdout
+    assert "depth 100 (stream) (shuffled) (runs), 3 steps each: B/A median" in done.stdout
     assert "output bits the same" in done.stdout
 
 
@@ -73,4 +73,4 @@ def test_an_unknown_option_is_refused():
         [str(SCRIPT), ".", ".", "100", "3", "cold"], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 2
-    assert "unknown option cold: hot, stream or runs" in done.stderr
+    assert "unknown option cold: hot, stream, shuffled or runs" in done.stderr

@@ -10,7 +10,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from llamay._core.pages import PageMemory, PageTable
+from llamay._core.pages import MAX_GROUP_PAGES, RUN_BYTES, PageMemory, PageTable
 from llamay.errors import ContextOverflow
 
 HUGE_PAGE = 2 << 20
@@ -227,7 +227,8 @@ def test_views_are_zero_copy_and_write_through(dtype):
     k = arena.k_view(page, 1)
     assert k.shape == (2, 16, 8)
     assert k.dtype == {"F16": np.float16, "F32": np.float32}[dtype]
-    assert k.flags.c_contiguous and k.flags.writeable
+    # each KV head's block is one run; the heads' blocks lie apart (csrc/pages.h)
+    assert all(block.flags.c_contiguous for block in k) and k.flags.writeable
     k[1, 5, :] = np.arange(8)
     assert arena.k_view(page, 1)[1, 5].tolist() == list(range(8))
     # Nothing else in the page moved: other rows, V of the same layer, K of other layers.
@@ -300,25 +301,82 @@ def test_read_and_write_canonical_bytes(dtype):
 # ---- byte layout ------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("n_pages", "group_pages"),
+    [
+        (1, 1),
+        (MAX_GROUP_PAGES, MAX_GROUP_PAGES),
+        (MAX_GROUP_PAGES + 1, MAX_GROUP_PAGES // 2 + 1),  # two groups, not 64 and 1
+        (2 * MAX_GROUP_PAGES + 3, 44),  # three groups, one slot of the last unused
+    ],
+)
+def test_pages_split_into_equal_groups_of_at_most_64(n_pages, group_pages):
+    arena = PageMemory(1, 1, 32, 16, "F16", n_pages)
+    assert arena.group_pages == group_pages
+
+
+def test_groups_of_large_blocks_hold_fewer_pages():
+    """Gemma's 32 x 256 F16 blocks (16 KiB, K and V 32 KiB a page): runs of 512 KiB are 16
+    pages, and 100 pages go in 7 equal groups of 15."""
+    arena = PageMemory(1, 1, 256, 32, "F16", 100)
+    assert RUN_BYTES == 512 << 10
+    assert arena.group_pages == 15
+
+
 @pytest.mark.parametrize("dtype", ["F16", "F32"])
 def test_layout_matches_pages_h(dtype):
-    """page -> layer -> {K, V} -> kv_head -> token -> head_dim, from a 2 MiB-aligned base."""
+    """Groups of group_pages pages, each group layer -> kv_head -> page -> {K, V} -> token ->
+    head_dim from a 2 MiB-aligned base: a (layer, KV head)'s blocks of a group's pages follow
+    one another."""
     n_layers, n_kv_heads, head_dim, page_tokens = 3, 2, 8, 16
     elem = {"F16": 2, "F32": 4}[dtype]
-    arena = PageMemory(n_layers, n_kv_heads, head_dim, page_tokens, dtype, 4)
-    pages = [0, 1, 2, 3]
+    n_pages = 2 * MAX_GROUP_PAGES + 3
+    arena = PageMemory(n_layers, n_kv_heads, head_dim, page_tokens, dtype, n_pages)
+    group_pages = arena.group_pages
     base = arena.k_view(0, 0).ctypes.data
     assert base % HUGE_PAGE == 0
     row, head = head_dim * elem, page_tokens * head_dim * elem
-    kv = n_kv_heads * head
-    assert arena.page_bytes == n_layers * 2 * kv
-    for page in pages:
+    assert arena.page_bytes == n_layers * 2 * n_kv_heads * head
+    group_bytes = group_pages * arena.page_bytes
+    for page in range(n_pages):
+        group, slot = divmod(page, group_pages)
         for layer in range(n_layers):
             k, v = arena.k_view(page, layer), arena.v_view(page, layer)
-            at = base + page * arena.page_bytes + layer * 2 * kv
-            assert k.ctypes.data == at
-            assert v.ctypes.data == at + kv
-            assert k.strides == v.strides == (head, row, elem)
+            for h in range(n_kv_heads):
+                run = layer * n_kv_heads + h
+                at = base + group * group_bytes + (run * group_pages + slot) * 2 * head
+                assert k[h].ctypes.data == at
+                assert v[h].ctypes.data == at + head
+            assert k.strides == v.strides == (2 * group_pages * head, row, elem)
+
+
+@pytest.mark.parametrize("dtype", ["F16", "Q8_0"])
+def test_pages_of_different_groups_copy_zero_and_read_alike(dtype):
+    """Copies across groups, zeroing and canonical bytes address each page's own blocks: every
+    other page, in its group or another, keeps its contents."""
+    n_pages = 2 * MAX_GROUP_PAGES
+    arena = PageMemory(2, 3, 32, 16, dtype, n_pages)
+    assert arena.group_pages == MAX_GROUP_PAGES
+    rng = np.random.default_rng(8)
+    for page in range(n_pages):
+        for layer in range(2):
+            for view in (arena.k_view(page, layer), arena.v_view(page, layer)):
+                view[...] = (
+                    rng.integers(0, 256, view.nbytes, dtype=np.uint8)
+                    .view(view.dtype)
+                    .reshape(view.shape)
+                )
+    before = [arena.read(page) for page in range(n_pages)]
+    assert len(set(before)) == n_pages
+    last = n_pages - 1
+    arena.copy(1, last)  # group 0 over group 1
+    arena.zero(MAX_GROUP_PAGES - 1)
+    arena.write(0, before[MAX_GROUP_PAGES])
+    expected = list(before)
+    expected[last] = before[1]
+    expected[MAX_GROUP_PAGES - 1] = bytes(arena.page_bytes)
+    expected[0] = before[MAX_GROUP_PAGES]
+    assert [arena.read(page) for page in range(n_pages)] == expected
 
 
 def test_gemma_page_size_and_block_alignment():

@@ -278,14 +278,14 @@ QK_ROWS8_TYPE(q8_0)
 #define ATTENTION_MAX_GROUP 8
 #endif
 
-/* The tile loop, for K/V rows of `type` (fp32, fp16 or Q8_0, read by kv_load_<type>), for
-`heads` query heads (a compile-time constant, so that the accumulators live in registers);
-head_dim a multiple of 16; page_tokens a multiple of 16, at most 64. Scores come eight rows at a
-time from QK_BLOCK. The next page lies anywhere, where the prefetchers cannot guess it: its K
-rows are asked for by QK_BLOCK as it scores the same rows, its V block a line or part of one at
-each step of the V loop, so that memory stays busy through the whole tile instead of in bursts
-that fill the line-fill buffers and stall (asking for K and V during the scores alone left the
-arithmetic and the memory taking turns: the time a step was their sum). */
+/* The tile loop, for K/V rows of `type` (fp32, fp16 or Q8_0, read by kv_load_<type>), for `heads`
+query heads (a compile-time constant, so that the accumulators live in registers); head_dim a
+multiple of 16; page_tokens a multiple of 16, at most 64. Scores come eight rows at a time from
+QK_BLOCK. The next page can lie anywhere (pages freed and taken again: csrc/pages.h), where the
+prefetchers cannot guess it: its K rows are asked for by QK_BLOCK as it scores the same rows, its V
+block a line or part of one at each step of the V loop, so that memory stays busy through the whole
+tile instead of in bursts that fill the line-fill buffers and stall (asking for K and V during the
+scores alone left the arithmetic and the memory taking turns: the time a step was their sum). */
 #define ATTENTION_BODY(type, heads)                                                                \
     const llamay_pages *kv = a->kv;                                                                \
     const int D = kv->head_dim, P = kv->page_tokens;                                               \
