@@ -281,11 +281,12 @@ QK_ROWS8_TYPE(q8_0)
 /* The tile loop, for K/V rows of `type` (fp32, fp16 or Q8_0, read by kv_load_<type>), for `heads`
 query heads (a compile-time constant, so that the accumulators live in registers); head_dim a
 multiple of 16; page_tokens a multiple of 16, at most 64. Scores come eight rows at a time from
-QK_BLOCK. The next page can lie anywhere (pages freed and taken again: csrc/pages.h), where the
-prefetchers cannot guess it: its K rows are asked for by QK_BLOCK as it scores the same rows, its V
-block a line or part of one at each step of the V loop, so that memory stays busy through the whole
-tile instead of in bursts that fill the line-fill buffers and stall (asking for K and V during the
-scores alone left the arithmetic and the memory taking turns: the time a step was their sum). */
+QK_BLOCK. A page can lie anywhere (pages freed and taken again: csrc/pages.h), where the prefetchers
+cannot guess it: the page after next has its K rows asked for by QK_BLOCK as it scores the same
+rows, its V block a line or part of one at each step of the V loop, so that memory stays busy
+through the whole tile instead of in bursts that fill the line-fill buffers and stall (asking for K
+and V during the scores alone left the arithmetic and the memory taking turns: the time a step was
+their sum). */
 #define ATTENTION_BODY(type, heads)                                                                \
     const llamay_pages *kv = a->kv;                                                                \
     const int D = kv->head_dim, P = kv->page_tokens;                                               \
@@ -305,7 +306,9 @@ scores alone left the arithmetic and the memory taking turns: the time a step wa
         const unsigned char *V = llamay_page_v(kv, page, a->layer, a->kv_head);                    \
         const unsigned char *next_K = NULL, *next_V = NULL;                                        \
         if (tile < a->pos / P) {                                                                   \
-            const int32_t next = a->page_table[tile + 1];                                          \
+            /* the page after next where there is one: the next is on its way by then (asked       \
+               for a tile ago, or the block after this one, which the prefetchers follow) */       \
+            const int32_t next = a->page_table[tile + 1 < a->pos / P ? tile + 2 : tile + 1];       \
             next_K = llamay_page_k(kv, next, a->layer, a->kv_head);                                \
             next_V = llamay_page_v(kv, next, a->layer, a->kv_head);                                \
         }                                                                                          \
