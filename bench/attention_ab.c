@@ -35,7 +35,8 @@ every page are one run of bytes.
 const llamay_kernels *kern_A(void);
 const llamay_kernels *kern_B(void);
 
-/* GROUP_PAGES: the group llamay/_core/pages.pyx makes of these 4 KiB blocks (csrc/pages.h) */
+/* GROUP_PAGES: the most pages llamay/_core/pages.pyx puts in a group of these 4 KiB blocks;
+   with 64 pages a group, a depth of 4,096 (128 pages) splits as the engine would split it */
 enum { LAYERS = 16, KV_HEADS = 8, HEAD_DIM = 64, GROUP = 4, PAGE = 32, GROUP_PAGES = 64 };
 
 static double now(void) {
@@ -56,7 +57,7 @@ static int by_value(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s DEPTH STEPS [hot] [stream] [runs]\n", argv[0]);
+        fprintf(stderr, "usage: %s DEPTH STEPS [hot] [stream] [shuffled] [runs]\n", argv[0]);
         return 2;
     }
     const int depth = atoi(argv[1]), steps = atoi(argv[2]);

@@ -306,8 +306,9 @@ their sum). */
         const unsigned char *V = llamay_page_v(kv, page, a->layer, a->kv_head);                    \
         const unsigned char *next_K = NULL, *next_V = NULL;                                        \
         if (tile < a->pos / P) {                                                                   \
-            /* the page after next where there is one: the next is on its way by then (asked       \
-               for a tile ago, or the block after this one, which the prefetchers follow) */       \
+            /* the page after next where there is one: the next was asked for a tile ago, but     \
+               at a span's first tile only the prefetchers fetch it, where it is this block's     \
+               neighbour in a run (csrc/pages.h) */                                              \
             const int32_t next = a->page_table[tile + 1 < a->pos / P ? tile + 2 : tile + 1];       \
             next_K = llamay_page_k(kv, next, a->layer, a->kv_head);                                \
             next_V = llamay_page_v(kv, next, a->layer, a->kv_head);                                \
