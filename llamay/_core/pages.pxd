@@ -26,6 +26,12 @@ cdef class PageMemory:
     # the same bytes as (group, layer, kv_head, page of the group, K or V, token, row byte)
     cdef object blocks
     cdef readonly str dtype
+    # which pages the state engine has ever taken, how many in all and of each group, and
+    # which groups are on 2 MiB pages (taking)
+    cdef object ever_taken
+    cdef int64_t n_taken
+    cdef object group_taken
+    cdef object group_huge
 
     cdef llamay_page_id _page_id(self, object page) except -1
     cdef int32_t _layer(self, object layer) except -1

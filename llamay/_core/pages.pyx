@@ -28,24 +28,48 @@ cdef extern from *:
     #if defined(__linux__)
     #include <sys/mman.h>
     #endif
-    /* Asks for transparent huge pages: decode streams the KV pages, and 2 MiB pages spare
-       the TLB. Advice only, so failure (or another OS) changes nothing but speed. */
-    static void llamay_advise_hugepages(void *p, size_t n) {
-    #if defined(__linux__) && defined(MADV_HUGEPAGE)
-        madvise(p, n, MADV_HUGEPAGE);
+    #if defined(__linux__) && defined(MADV_HUGEPAGE) && !defined(MADV_COLLAPSE)
+    #define MADV_COLLAPSE 25
+    #endif
+    /* Page memory starts on 4 KB pages, so that writing a page makes only its own blocks
+       resident; llamay_advise_hugepages moves a group to 2 MiB pages (pages.pyx, taking).
+       Advice only, so failure (an older kernel, THP off, another OS) changes nothing but
+       speed and memory. */
+    static void llamay_advise_small_pages(void *p, size_t n) {
+    #if defined(__linux__) && defined(MADV_NOHUGEPAGE)
+        madvise(p, n, MADV_NOHUGEPAGE);
     #else
         (void)p; (void)n;
     #endif
     }
+    /* collapse: move what is already resident onto 2 MiB pages now (Linux 6.1's
+       MADV_COLLAPSE, a copy), instead of whenever khugepaged gets to it */
+    static void llamay_advise_hugepages(void *p, size_t n, int collapse) {
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        if (madvise(p, n, MADV_HUGEPAGE) == 0 && collapse) {
+            madvise(p, n, MADV_COLLAPSE);
+        }
+    #else
+        (void)p; (void)n; (void)collapse;
+    #endif
+    }
     """
-    void llamay_advise_hugepages(void *p, size_t n)
+    void llamay_advise_small_pages(void *p, size_t n)
+    void llamay_advise_hugepages(void *p, size_t n, int collapse)
 
 HUGE_PAGE = 2 << 20
 # A group of pages (csrc/pages.h) makes each (layer, KV head)'s K and V blocks of its pages one
 # run of bytes, of about RUN_BYTES: runs that long read faster at depth, where a group is
-# resident from the first write to any page of it (docs/performance.md, "KV pages in groups").
+# resident from the first write to any page of it once on 2 MiB pages (docs/performance.md, "KV
+# pages in groups").
 RUN_BYTES = 512 << 10
 MAX_GROUP_PAGES = 64
+# Page memory starts on 4 KB pages, so that a short context keeps only its own pages resident;
+# a group moves onto 2 MiB pages, for long runs read without 4 KB TLB misses, once its slots not
+# yet taken are at most HUGE_WASTE times the pages taken in all: a first group at two thirds
+# taken, a third once two are full at its first page (docs/performance.md, "KV groups onto huge
+# pages as they fill").
+HUGE_WASTE = 0.5
 # The KV element types (csrc/pages.h): their enum value, and the bytes of a row of head_dim
 # elements. Q8_0 is ggml's block: 32 int8 values and their binary16 scale, 34 bytes.
 KV_TYPES = {"F16": 1, "F32": 0, "Q8_0": 2}
@@ -120,7 +144,13 @@ cdef class PageMemory:
         cdef int64_t start = (-raw.ctypes.data) % HUGE_PAGE
         self.data = raw[start : start + total]
         c.base = &self.data[0]
-        llamay_advise_hugepages(c.base, rounded)
+        llamay_advise_small_pages(c.base, rounded)
+        # which pages have ever been taken, how many in all and of each group, and which
+        # groups are on 2 MiB pages (taking)
+        self.ever_taken = np.zeros(n_pages, dtype=np.bool_)
+        self.n_taken = 0
+        self.group_taken = np.zeros(n_groups, dtype=np.int64)
+        self.group_huge = np.zeros(n_groups, dtype=np.bool_)
         self.blocks = np.asarray(self.data).reshape(
             n_groups, n_layers, n_kv_heads, c.group_pages, 2, page_tokens, row_bytes
         )
@@ -153,6 +183,34 @@ cdef class PageMemory:
     @property
     def page_tokens(self) -> int:
         return self.c.page_tokens
+
+    def taking(self, pages) -> None:
+        """Advice that the state engine has taken these pages, to be written. A group goes
+        onto 2 MiB pages (its resident pages moved there) once the pages of it not yet taken
+        are at most HUGE_WASTE times the pages taken in all: KV memory stays within
+        1 + HUGE_WASTE times what was ever taken. Where pages live changes no byte of them."""
+        ids = np.unique(np.asarray(pages, dtype=np.int64).reshape(-1))
+        if len(ids) and not (0 <= ids[0] and ids[-1] < self.c.n_pages):
+            raise IndexError(f"pages must be in 0..{self.c.n_pages - 1}")
+        fresh = ids[~self.ever_taken[ids]]
+        self.ever_taken[fresh] = True
+        had_pages = self.group_taken > 0
+        self.group_taken += np.bincount(
+            fresh // self.c.group_pages, minlength=len(self.group_taken)
+        )
+        self.n_taken += len(fresh)
+        going = (
+            ~self.group_huge
+            & (self.group_taken > 0)
+            & (self.c.group_pages - self.group_taken <= HUGE_WASTE * self.n_taken)
+        )
+        self.group_huge |= going
+        cdef int64_t start, end
+        for group, collapse in zip(np.flatnonzero(going).tolist(), had_pages[going].tolist()):
+            # madvise takes whole 4 KB pages; a group's edges share them with its neighbours
+            start = group * self.c.group_bytes // 4096 * 4096
+            end = min((group + 1) * self.c.group_bytes, self.data.shape[0])
+            llamay_advise_hugepages(self.c.base + start, end - start, collapse)
 
     def copy(self, src, dst) -> None:
         """Copies every layer's K and V of page src over page dst (copy-on-write)."""

@@ -188,7 +188,7 @@ class Context:
         try:
             with cache.lock:
                 cache.make_room(saved.n_pages)  # or ContextOverflow, nothing allocated
-                pages = cache.table.alloc_many(saved.n_pages)
+                pages = cache.take(saved.n_pages)
                 ctx._pages.extend(pages)
                 size = cache.layout.page_bytes
                 for i, page in enumerate(pages.tolist()):

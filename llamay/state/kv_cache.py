@@ -135,12 +135,20 @@ class KVCache:
             for (pages, _, _), n, index in zip(sequences, needed, shared, strict=True):
                 if index is not None:
                     old = int(pages.ids[index])
-                    copy = self.table.alloc()
+                    copy = int(self.take(1)[0])
                     self.storage.copy(old, copy)
                     self.decref(old)
                     pages.replace(index, copy)
                 if n:
-                    pages.extend(self.table.alloc_many(n))
+                    pages.extend(self.take(n))
+
+    def take(self, n: int) -> np.ndarray:
+        """n free pages, now in use (refcount 1), told to the storage (which may prepare
+        memory for them); ContextOverflow, nothing taken, when fewer are free."""
+        with self.lock:
+            pages = self.table.alloc_many(n)
+            self.storage.taking(pages)
+            return pages
 
     def commit(self, tokens: Sequence[int], pages: PageList) -> None:
         """Caches the full pages of a sequence (its tokens and pages) in the prefix tree."""

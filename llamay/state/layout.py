@@ -118,6 +118,10 @@ class PageStorage(Protocol):
     """Where a backend keeps the pages of one KV cache. Page ids are 0 .. n_pages-1; which
     ones are in use is the state engine's bookkeeping, not the storage's."""
 
+    def taking(self, pages: np.ndarray) -> None:
+        """Advice: the state engine has taken these pages, to be written (the CPU backend moves
+        memory that fills up onto huge pages). No page's bytes change."""
+
     def copy(self, src: int, dst: int) -> None:
         """Copies page src over page dst (copy-on-write)."""
 

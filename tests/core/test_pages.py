@@ -10,8 +10,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from llamay._core.pages import MAX_GROUP_PAGES, RUN_BYTES, PageMemory, PageTable
+from llamay._core.pages import HUGE_WASTE, MAX_GROUP_PAGES, RUN_BYTES, PageMemory, PageTable
 from llamay.errors import ContextOverflow
+
+from helpers.residency import huge_pages, linux_only, resident_bytes
 
 HUGE_PAGE = 2 << 20
 # Gemma 3 270M: 18 layers, 1 KV head, head_dim 256.
@@ -404,3 +406,82 @@ def test_bad_shapes_are_refused(kwargs, message):
     args = {**GEMMA, "page_tokens": 32, "dtype": "F16", "n_pages": 1, **kwargs}
     with pytest.raises(ValueError, match=message):
         PageMemory(**args)
+
+
+# ---- residency: 4 KB pages until a group is half taken ---------------------------------------
+
+# the 1B shape's F16 cache: 1 MiB pages, groups of 64
+ONE_B = {"n_layers": 16, "n_kv_heads": 8, "head_dim": 64, "page_tokens": 32, "dtype": "F16"}
+
+
+def write_page(arena: PageMemory, page: int) -> None:
+    arena.write(page, np.full(arena.page_bytes, 1, dtype=np.uint8).tobytes())
+
+
+@linux_only
+def test_a_page_taken_makes_only_its_own_blocks_resident():
+    """A short context's pages cost their own bytes, not their group's 64 MiB."""
+    arena = PageMemory(n_pages=2 * MAX_GROUP_PAGES, **ONE_B)
+    assert arena.group_pages == MAX_GROUP_PAGES and arena.page_bytes == 1 << 20
+    arena.taking([0, 1, 2])
+    for page in range(3):
+        write_page(arena, page)
+    assert 3 * arena.page_bytes <= resident_bytes(arena, 0) <= 4 * arena.page_bytes
+    assert resident_bytes(arena, 1) == 0
+
+
+def taken_and_written(arena: PageMemory, pages: range, seed: int = 0) -> None:
+    arena.taking(pages)
+    for page in pages:
+        fill(arena, page, seed=seed + page)
+
+
+@linux_only
+@huge_pages
+@pytest.mark.parametrize("before", [0, 3, 42], ids=["in one go", "a few first", "one short"])
+def test_a_first_group_goes_onto_huge_pages_two_thirds_taken(before):
+    """A group moves onto 2 MiB pages once its slots not yet taken are at most half the pages
+    taken in all: for the first of 64, at 43. Then one page written makes it all resident, and
+    the pages written before (on 4 KB pages, now copied) keep their bytes."""
+    assert HUGE_WASTE == 0.5
+    arena = PageMemory(n_pages=3 * MAX_GROUP_PAGES, **ONE_B)
+    taken_and_written(arena, range(before))
+    kept = [contents(arena, page) for page in range(before)]
+    if before == 42:
+        assert resident_bytes(arena, 0) <= 43 * arena.page_bytes
+    arena.taking(range(before, 43))
+    write_page(arena, 42)
+    assert resident_bytes(arena, 0) == MAX_GROUP_PAGES * arena.page_bytes
+    assert resident_bytes(arena, 1) == 0
+    for page in range(before):
+        assert_same_contents(contents(arena, page), kept[page])
+
+
+@linux_only
+@huge_pages
+def test_later_groups_go_onto_huge_pages_sooner():
+    """After a full group of 64, the next moves at 22 of its pages taken ((64 - 22) <= (64 +
+    22) / 2); after two full groups, the third moves at its first page."""
+    arena = PageMemory(n_pages=3 * MAX_GROUP_PAGES, **ONE_B)
+    taken_and_written(arena, range(MAX_GROUP_PAGES + 21))
+    assert resident_bytes(arena, 1) <= 22 * arena.page_bytes
+    taken_and_written(arena, range(MAX_GROUP_PAGES + 21, 2 * MAX_GROUP_PAGES + 1))
+    assert resident_bytes(arena, 1) == MAX_GROUP_PAGES * arena.page_bytes
+    assert resident_bytes(arena, 2) == MAX_GROUP_PAGES * arena.page_bytes
+
+
+@linux_only
+def test_pages_taken_again_count_once():
+    """Pages freed and taken again are already resident: they do not count again."""
+    arena = PageMemory(n_pages=2 * MAX_GROUP_PAGES, **ONE_B)
+    for _ in range(20):
+        arena.taking(range(10))
+    write_page(arena, 9)
+    assert resident_bytes(arena, 0) <= 2 * arena.page_bytes
+
+
+def test_taking_refuses_pages_out_of_range():
+    arena = small_memory(n_pages=4)
+    with pytest.raises(IndexError, match=r"0\.\.3"):
+        arena.taking([1, 4])
+    arena.taking([])  # nothing taken is nothing to do

@@ -12,6 +12,8 @@ from llamay.backends.reference import NumpyPages
 from llamay.errors import ContextOverflow, LlamayError
 from llamay.state import KVCache, KVLayout, PageList, parse_size
 
+from helpers.residency import huge_pages, linux_only, resident_bytes
+
 # Gemma 3 270M: 18 layers, 1 KV head, head_dim 256.
 GEMMA = KVLayout(n_layers=18, n_kv_heads=1, head_dim=256, page_tokens=32, dtype="F16")
 SMALL = KVLayout(n_layers=3, n_kv_heads=2, head_dim=16, page_tokens=16, dtype="F32")
@@ -206,3 +208,19 @@ def test_stats_and_the_prefix_tree():
     assert kv.stats()["pages_used"] == 2  # the tree still holds its two
     assert kv.evict(5) == 2
     assert kv.stats()["pages_used"] == 0
+
+
+@linux_only
+@huge_pages
+def test_pages_taken_are_told_to_the_storage():
+    """reserve tells the CPU backend's memory which pages it took: 43 of a group of 64 taken
+    for one sequence move the group onto huge pages (tests/core/test_pages.py), so one page
+    written makes all 64 resident."""
+    layout = KVLayout(n_layers=16, n_kv_heads=8, head_dim=64, page_tokens=32, dtype="F16")
+    kv = cache(layout, n_pages=128)
+    assert kv.storage.group_pages == 64
+    pages = PageList(128)
+    kv.reserve([(pages, 0, 43 * layout.page_tokens)])
+    kv.storage.write(int(pages.ids[-1]), random_page(layout, seed=0))
+    assert resident_bytes(kv.storage, 0) == 64 * layout.page_bytes
+    assert resident_bytes(kv.storage, 1) == 0

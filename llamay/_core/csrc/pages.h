@@ -22,10 +22,11 @@
  * a context whose pages were taken in order reads runs of group_pages K and V blocks, where a
  * page per block put each block a page's size from the last, a fresh start for the hardware
  * prefetchers every 4 KB (docs/performance.md, "KV pages in groups"). pages.pyx picks
- * group_pages (runs of about 512 KiB, at most 64 pages, equal groups). The memory asks for
- * 2 MiB pages, so writing one page of a group makes the whole group resident: group_bytes =
- * group_pages * page_bytes, 64 MiB for the 1B shape's F16 cache (1 MiB pages). The memory
- * base is 2 MiB aligned; every block is 64-byte aligned when head_bytes is a multiple of 64.
+ * group_pages (runs of about 512 KiB, at most 64 pages, equal groups); group_bytes =
+ * group_pages * page_bytes, 64 MiB for the 1B shape's F16 cache (1 MiB pages). Writing a page
+ * makes its blocks resident on 4 KB pages; a group that fills moves onto 2 MiB pages, and then
+ * the whole group is resident (pages.pyx, PageMemory.taking). The memory base is 2 MiB
+ * aligned; every block is 64-byte aligned when head_bytes is a multiple of 64.
  *
  * Which pages are in use, and who holds them, is not known here: refcounts and the free list
  * are the state engine's (llamay/state), and the kernels only read and write pages by id.

@@ -39,6 +39,9 @@ class NumpyPages:
             dtype=REFERENCE_KV_TYPES[layout.dtype],
         )
 
+    def taking(self, pages: np.ndarray) -> None:
+        pass  # NumPy takes memory as pages are written; there is nothing to prepare
+
     def copy(self, src: int, dst: int) -> None:
         if src == dst:
             raise ValueError(f"copy: source and destination are the same page ({src})")
