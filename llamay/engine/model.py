@@ -399,7 +399,9 @@ class Model:
         outputs: list[np.ndarray | None] = []
         for i, ((ctx, ids), mode) in enumerate(zip(feeds, modes, strict=True)):
             mine = logits[row_starts[i] : row_starts[i + 1]]
-            last = None if mode in ("none", "hidden") else mine[-1].copy()
+            # a row of this step's own array, which no one else holds, unless the caller gets
+            # the rows too ("all"): no 512 KB copy per sequence and step of a 128k vocabulary
+            last = mine[-1] if mode == "last" else mine[-1].copy() if mode == "all" else None
             ctx.record(ids.tolist(), last)
             outputs.append(mine if mode in ("all", "hidden") else None)
         return outputs
