@@ -26,10 +26,9 @@ cdef class PageMemory:
     # the same bytes as (group, layer, kv_head, page of the group, K or V, token, row byte)
     cdef object blocks
     cdef readonly str dtype
-    # which pages the state engine has ever taken, how many in all and of each group, and
-    # which groups are on 2 MiB pages (taking)
+    # which pages the state engine has ever taken, how many of each group, and which groups
+    # are on 2 MiB pages (taking)
     cdef object ever_taken
-    cdef int64_t n_taken
     cdef object group_taken
     cdef object group_huge
 

@@ -145,10 +145,9 @@ cdef class PageMemory:
         self.data = raw[start : start + total]
         c.base = &self.data[0]
         llamay_advise_small_pages(c.base, rounded)
-        # which pages have ever been taken, how many in all and of each group, and which
-        # groups are on 2 MiB pages (taking)
+        # which pages have ever been taken, how many of each group, and which groups are on
+        # 2 MiB pages (taking)
         self.ever_taken = np.zeros(n_pages, dtype=np.bool_)
-        self.n_taken = 0
         self.group_taken = np.zeros(n_groups, dtype=np.int64)
         self.group_huge = np.zeros(n_groups, dtype=np.bool_)
         self.blocks = np.asarray(self.data).reshape(
@@ -198,11 +197,10 @@ cdef class PageMemory:
         self.group_taken += np.bincount(
             fresh // self.c.group_pages, minlength=len(self.group_taken)
         )
-        self.n_taken += len(fresh)
         going = (
             ~self.group_huge
             & (self.group_taken > 0)
-            & (self.c.group_pages - self.group_taken <= HUGE_WASTE * self.n_taken)
+            & (self.c.group_pages - self.group_taken <= HUGE_WASTE * self.group_taken.sum())
         )
         self.group_huge |= going
         cdef int64_t start, end

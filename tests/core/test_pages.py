@@ -408,7 +408,7 @@ def test_bad_shapes_are_refused(kwargs, message):
         PageMemory(**args)
 
 
-# ---- residency: 4 KB pages until a group is half taken ---------------------------------------
+# ---- residency: 4 KB pages until a group fills ------------------------------------------------
 
 # the 1B shape's F16 cache: 1 MiB pages, groups of 64
 ONE_B = {"n_layers": 16, "n_kv_heads": 8, "head_dim": 64, "page_tokens": 32, "dtype": "F16"}
@@ -430,10 +430,10 @@ def test_a_page_taken_makes_only_its_own_blocks_resident():
     assert resident_bytes(arena, 1) == 0
 
 
-def taken_and_written(arena: PageMemory, pages: range, seed: int = 0) -> None:
+def taken_and_written(arena: PageMemory, pages: range) -> None:
     arena.taking(pages)
     for page in pages:
-        fill(arena, page, seed=seed + page)
+        fill(arena, page, seed=page)
 
 
 @linux_only
