@@ -18,6 +18,7 @@ defaults, an F16 KV cache of --ctx-size positions, the file mapped), for scale.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import subprocess
 import sys
@@ -57,15 +58,15 @@ for _ in range(n_decode):
 LLAMA_CPP_SCRIPT = """
 import sys
 import numpy as np
-from llama_cpp import Llama
+import llama_cpp
 path, text, kv_type = sys.argv[1:4]
 n_ctx, n_prompt, n_decode = map(int, sys.argv[4:])
-model = Llama(model_path=path, n_ctx=n_ctx, logits_all=False, verbose=False)
+model = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, verbose=False)
 ids = model.tokenize(open(text, "rb").read())
 model.eval((ids * (n_prompt // len(ids) + 1))[:n_prompt])
-for _ in range(n_decode):  # the last token's logits: llama-cpp-python keeps no scores row
-    last = np.ctypeslib.as_array(model._ctx.get_logits(), shape=(model.n_vocab(),))
-    model.eval([int(np.argmax(last))])
+for _ in range(n_decode):  # the last token's row: Llama.scores holds none without logits_all
+    last = llama_cpp.llama_get_logits_ith(model.ctx, -1)
+    model.eval([int(np.argmax(np.ctypeslib.as_array(last, shape=(model.n_vocab(),))))])
 """
 SCRIPTS = {"llamay": RSS_SCRIPT + PRINT_PEAK, "llama.cpp": LLAMA_CPP_SCRIPT + PRINT_PEAK}
 
@@ -99,8 +100,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs; the median is reported")
     parser.add_argument("--engine", default="llamay", choices=sorted(SCRIPTS), help="who runs it")
     args = parser.parse_args()
-    if args.engine == "llama.cpp" and (args.kv_type or not args.ctx_size):
-        parser.error("--engine llama.cpp runs its F16 cache and needs --ctx-size")
+    if args.engine == "llama.cpp":
+        if args.kv_type or not args.ctx_size:
+            parser.error("--engine llama.cpp runs its F16 cache and needs --ctx-size")
+        if importlib.util.find_spec("llama_cpp") is None:
+            parser.error("llama-cpp-python is not installed: pip install llama-cpp-python")
     if args.ctx_size and args.prompt + DECODED > args.ctx_size:
         parser.error(f"--prompt and {DECODED} decoded tokens do not fit in --ctx-size")
     path = resolve_model(resolve_shape(args.model))
