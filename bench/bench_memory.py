@@ -25,6 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from llamay.errors import LlamayError
 from llamay.state.layout import KV_TYPES
 from llamay.store import resolve_model
 
@@ -107,7 +108,10 @@ def main() -> None:
             parser.error("llama-cpp-python is not installed: pip install llama-cpp-python")
     if args.ctx_size and args.prompt + DECODED > args.ctx_size:
         parser.error(f"--prompt and {DECODED} decoded tokens do not fit in --ctx-size")
-    path = resolve_model(resolve_shape(args.model))
+    try:
+        path = resolve_model(resolve_shape(args.model))
+    except LlamayError as e:
+        parser.error(str(e))
     size = path.stat().st_size
     peak = statistics.median(
         peak_bytes(path, args.ctx_size, args.prompt, args.kv_type, args.engine)
