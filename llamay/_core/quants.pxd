@@ -26,3 +26,7 @@ cdef extern from "quants.h" nogil:
                            int kernel_set)
     void llamay_quantize(const llamay_quant_type *type, const float *x, void *y, int64_t n,
                          int kernel_set)
+    int llamay_convert_rows(const llamay_quant_type *src, const void *x,
+                            const llamay_quant_type *dst, void *y, int64_t n_rows,
+                            int64_t n_per_row, const float *imatrix, int kernel_set)
+    int64_t llamay_first_invalid_block(int type_id, const void *data, int64_t n_blocks)

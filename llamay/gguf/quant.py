@@ -1,8 +1,8 @@
 """ggml blocks to float32 and back, by type name: typed wrappers over llamay._core.quants.
 
 Every format llamay runs dequantizes here, bit-exact with ggml; quantization covers the formats
-llamay writes or feeds its kernels (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_K, and Q4_K,
-Q5_K, Q6_K and MXFP4 as llama-quantize writes them without an importance matrix).
+llamay writes or feeds its kernels (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_K, MXFP4
+and Q2_K .. Q6_K), as llama-quantize writes them, with or without an importance matrix.
 """
 
 from __future__ import annotations
@@ -54,10 +54,12 @@ def dequantize(
     return _kernels.dequantize(t.id, raw, math.prod(shape)).reshape(shape)
 
 
-def quantize(x: np.ndarray, type: str | GGMLType) -> np.ndarray:
+def quantize(x: np.ndarray, type: str | GGMLType, imatrix: np.ndarray | None = None) -> np.ndarray:
     """`x` (converted to float32) as the bytes of ggml blocks of `type`, rows one after another.
 
-    The last dimension of `x` must hold whole blocks: a block never spans two rows.
+    The last dimension of `x` must hold whole blocks: a block never spans two rows. `imatrix`
+    (one importance weight per column) makes the types that take one (Q4_0..Q5_1, Q2_K..Q6_K)
+    weight each column's error by it, as llama-quantize does given an importance matrix.
     """
     t = _resolve(type)
     values = np.ascontiguousarray(x, dtype=np.float32)
@@ -66,4 +68,12 @@ def quantize(x: np.ndarray, type: str | GGMLType) -> np.ndarray:
             f"rows of {values.shape[-1]} elements do not split into {t.name} blocks "
             f"({t.block_elems} elements each)"
         )
-    return _kernels.quantize(t.id, values.reshape(-1))
+    if imatrix is None:
+        return _kernels.quantize(t.id, values.reshape(-1))
+    n_per_row = values.shape[-1] if values.ndim else 1
+    out = np.empty(t.nbytes(values.size), dtype=np.uint8)
+    weights = np.ascontiguousarray(imatrix, dtype=np.float32).reshape(-1)
+    f32 = by_name("F32")
+    raw = values.reshape(-1).view(np.uint8)
+    _kernels.convert_rows(f32.id, raw, t.id, out, values.size // n_per_row, n_per_row, weights)
+    return out

@@ -253,6 +253,81 @@ def test_round_trip_error_is_within_the_format_bound(name: str) -> None:
     assert (error > 0).any()  # the test would notice a format stored losslessly by mistake
 
 
+WEIGHTED = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
+
+
+@pytest.mark.parametrize("name", WEIGHTED)
+def test_importance_weights_lower_the_weighted_error(name: str) -> None:
+    # llama-quantize's reason for an importance matrix: the columns that matter most are
+    # kept closest (tests/data/quantize holds the bytes to llama-quantize's)
+    rng = np.random.default_rng(13)
+    rows = rng.standard_normal((32, 512)).astype(np.float32)
+    weights = rng.uniform(0.05, 4.0, 512).astype(np.float32)
+
+    def weighted_error(blocks: np.ndarray) -> float:
+        back = quant.dequantize(blocks, name, shape=rows.shape)
+        return float(((back - rows) ** 2 * weights).sum())
+
+    plain, weighted = quant.quantize(rows, name), quant.quantize(rows, name, weights)
+    assert weighted.nbytes == plain.nbytes
+    assert weighted_error(weighted) < 0.95 * weighted_error(plain)
+
+
+@pytest.mark.parametrize("name", ["Q8_0", "MXFP4", "F16", "BF16"])
+def test_types_without_a_weighted_fit_ignore_importance_weights(name: str) -> None:
+    rows = np.random.default_rng(14).standard_normal((4, 256)).astype(np.float32)
+    weights = np.linspace(0.1, 5.0, 256, dtype=np.float32)
+    assert np.array_equal(quant.quantize(rows, name, weights), quant.quantize(rows, name))
+
+
+def test_convert_rows_checks_its_arguments() -> None:
+    f16, q4_k = BY_NAME["F16"], BY_NAME["Q4_K"]
+    src = np.zeros(2 * 256 * 2, np.uint8)
+    dst = np.zeros(2 * 144, np.uint8)
+    kernels.convert_rows(f16.id, src, q4_k.id, dst, 2, 256)
+    with pytest.raises(ValueError, match="rows of 128 elements do not split into Q4_K blocks"):
+        kernels.convert_rows(f16.id, src[:512], q4_k.id, dst, 2, 128)
+    with pytest.raises(ValueError, match="2 rows of Q4_K take 288 bytes, got 287"):
+        kernels.convert_rows(f16.id, src, q4_k.id, dst[:-1], 2, 256)
+    with pytest.raises(ValueError, match="128 importance weights for rows of 256 elements"):
+        kernels.convert_rows(f16.id, src, q4_k.id, dst, 2, 256, np.ones(128, np.float32))
+    with pytest.raises(ValueError, match="does not quantize to IQ2_XS"):
+        kernels.convert_rows(f16.id, src, BY_NAME["IQ2_XS"].id, dst, 2, 256)
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("F16", np.array([0x7C00], "<u2")),  # inf
+        ("F16", np.array([0xFE01], "<u2")),  # NaN
+        ("BF16", np.array([0x7F80], "<u2")),
+        ("F32", np.array([np.nan], "<f4")),
+    ],
+)
+def test_first_invalid_block_finds_inf_and_nan_values(name: str, bad: np.ndarray) -> None:
+    t = BY_NAME[name]
+    good = np.ones(10, "<f4").astype("<f2" if name == "F16" else "<f4")
+    if name == "BF16":
+        good = (np.ones(10, "<f4").view("<u4") >> 16).astype("<u2")
+    data = np.concatenate([good.view(np.uint8), bad.view(np.uint8), good.view(np.uint8)])
+    assert kernels.first_invalid_block(t.id, data) == 10
+    assert kernels.first_invalid_block(t.id, good.view(np.uint8)) == -1
+
+
+def test_first_invalid_block_checks_block_scales() -> None:
+    rng = np.random.default_rng(15)
+    for name in ("Q4_K", "Q2_K", "Q6_K", "Q8_0", "Q4_1"):
+        t = BY_NAME[name]
+        blocks = sane_blocks(rng, name, 8)
+        assert kernels.first_invalid_block(t.id, blocks.reshape(-1)) == -1
+        last_scale = HALF_SCALE_OFFSETS[name][-1]
+        blocks[5, last_scale : last_scale + 2] = np.array([0x7C00], "<u2").view(np.uint8)
+        assert kernels.first_invalid_block(t.id, blocks.reshape(-1)) == 5, name
+    mxfp4 = sane_blocks(rng, "MXFP4", 4)
+    mxfp4[2, 0] = 0xFF  # an E8M0 exponent of NaN
+    assert kernels.first_invalid_block(BY_NAME["MXFP4"].id, mxfp4.reshape(-1)) == 2
+
+
 # ---------------------------------------------------------------------------- SIMD == scalar
 
 
@@ -386,8 +461,8 @@ def test_wrong_lengths_and_types_are_rejected() -> None:
         kernels.dequantize(q4_k.id, np.zeros(143, np.uint8), 256)
     with pytest.raises(ValueError, match="no kernel for ggml type id 99"):
         kernels.dequantize(99, np.zeros(4, np.uint8), 1)
-    with pytest.raises(ValueError, match="does not quantize to Q3_K; it quantizes to F32, F16"):
-        kernels.quantize(BY_NAME["Q3_K"].id, np.zeros(256, np.float32))
+    with pytest.raises(ValueError, match="does not quantize to IQ4_XS; it quantizes to F32, F16"):
+        kernels.quantize(BY_NAME["IQ4_XS"].id, np.zeros(256, np.float32))
     with pytest.raises(ValueError, match="40 elements is not a whole number of Q8_0 blocks"):
         kernels.quantize(q8_0.id, np.zeros(40, np.float32))
     with pytest.raises(ValueError, match="35 bytes is not a whole number of Q8_0 blocks"):

@@ -35,8 +35,8 @@
     X(Q5_1,     q5_1,     7,    32,  24,  REF,     REF,   Q32,    1,   1)             \
     X(Q8_0,     q8_0,     8,    32,  34,  AVX2,    AVX2,  Q32,    1,   1)             \
     X(Q8_1,     q8_1,     9,    32,  36,  NONE,    NONE,  NONE,   0,   0)             \
-    X(Q2_K,     q2_K,    10,   256,  84,  REF,     NONE,  K,      1,   1)             \
-    X(Q3_K,     q3_K,    11,   256, 110,  REF,     NONE,  K,      1,   1)             \
+    X(Q2_K,     q2_K,    10,   256,  84,  REF,     REF,   K,      1,   1)             \
+    X(Q3_K,     q3_K,    11,   256, 110,  REF,     REF,   K,      1,   1)             \
     X(Q4_K,     q4_K,    12,   256, 144,  AVX2,    REF,   K,      1,   1)             \
     X(Q5_K,     q5_K,    13,   256, 176,  REF,     REF,   K,      1,   1)             \
     X(Q6_K,     q6_K,    14,   256, 210,  AVX2,    REF,   K,      1,   1)             \

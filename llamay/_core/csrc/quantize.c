@@ -1,5 +1,6 @@
-/* Quantizers: fp32 -> ggml blocks, bit-exact with ggml's reference quantizers
-   (quantize_row_*_ref in ggml-quants.c), for the formats llamay writes or uses for activations.
+/* Quantizers: fp32 -> ggml blocks, bit-exact with ggml's quantizers (quantize_row_*_ref in
+   ggml-quants.c, and the importance-weighted quantize_q*_* paths llama-quantize takes with an
+   imatrix), for the formats llamay writes or uses for activations.
 
    Rounding differs by format, as in ggml: Q4_0..Q5_1 truncate x + 0.5 (after an offset), Q8_0
    uses roundf (halves away from zero), Q8_K the float-magic nearest_int (halves to even). The
@@ -9,6 +10,8 @@
    try to imitate. */
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fp16.h"
@@ -343,20 +346,25 @@ void llamay_quantize_row_q8_K_avx2(const float *restrict x, void *restrict vy, i
 }
 #endif
 
-/* ======================================================================== K-quants, MXFP4
+/* ======================================================================== K-quants
 
-   What llama-quantize writes for Q4_K, Q5_K and Q6_K without an importance matrix, and for
-   MXFP4 (ggml's quantize_row_{q4_K,q5_K,q6_K,mxfp4}_ref), so that a file llamay writes from F16
-   values holds the bytes llama-quantize would have written from them. These exist for writing
-   files (the synthetic models of the tests), not for the forward step, so there is no SIMD
-   version: the arithmetic below is the definition, in ggml's order, each step in fp32. */
+   What llama-quantize writes for Q2_K .. Q6_K, with and without an importance matrix: ggml's
+   quantize_row_q*_K_ref (no matrix) and the weighted fits its quantize_q*_K switch to when given
+   one, so that a file llamay writes from F16 values holds the bytes llama-quantize would have
+   written from them. These serve files, not the forward step, so there is no SIMD version:
+   the arithmetic below is the definition, in ggml's order, each step in fp32 (a fused
+   multiply-add, or a sum taken in another order, changes a level now and then). */
+
+/* ---- fits: levels and scales for a group of values */
 
 /* The best (scale, -min) of n values x for levels 0..nmax, weighted: the plain fit, then
    nstep + 1 candidate scales around it, each refitted by weighted least squares; the one of
-   least weighted squared error wins (ggml's make_qkx2_quants without the mean-absolute
-   option). L gets the levels; returns the scale, *neg_min the min's negation (>= 0). */
+   least weighted error wins, the error being squared or, with absolute_error, absolute
+   (ggml's make_qkx2_quants, and make_qkx3_quants when given weights). L gets the levels;
+   returns the scale, *neg_min the min's negation (>= 0). */
 static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L,
-                           float *neg_min, float rmin, float rdelta, int nstep) {
+                           float *neg_min, float rmin, float rdelta, int nstep,
+                           int absolute_error) {
     float min = x[0], max = x[0];
     float sum_w = w[0], sum_x = sum_w * x[0];
     for (int i = 1; i < n; i++) {
@@ -378,7 +386,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
         const int l = nearest_int(iscale * (x[i] - min));
         L[i] = (uint8_t)MAX(0, MIN(nmax, l));
         const float diff = scale * L[i] + min - x[i];
-        best += w[i] * (diff * diff);
+        best += w[i] * (absolute_error ? fabsf(diff) : diff * diff);
     }
     uint8_t trial[32];
     for (int is = 0; is <= nstep; is++) {
@@ -402,7 +410,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
             float err = 0;
             for (int i = 0; i < n; i++) {
                 const float diff = this_scale * trial[i] + this_min - x[i];
-                err += w[i] * (diff * diff);
+                err += w[i] * (absolute_error ? fabsf(diff) : diff * diff);
             }
             if (err < best) {
                 memcpy(L, trial, (size_t)n);
@@ -415,6 +423,371 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
     *neg_min = -min;
     return scale;
 }
+
+/* The largest magnitude of n values, with its sign (the first, on ties); *amax its size. */
+static inline float signed_amax(int n, const float *x, float *amax) {
+    float max = 0;
+    *amax = 0;
+    for (int i = 0; i < n; i++) {
+        const float ax = fabsf(x[i]);
+        if (ax > *amax) {
+            *amax = ax;
+            max = x[i];
+        }
+    }
+    return max;
+}
+
+/* The scale of n values x on the signed levels -nmax..nmax-1 that fits them best by weighted
+   least squares (weights w, or x^2 where w is NULL), over the plain scale and 18 candidates
+   around it (ggml's make_qx_quants with rmse_type 1). L gets the levels plus nmax. */
+static float fit_signed_scale(int n, int nmax, const float *x, const float *w, int8_t *L) {
+    float amax;
+    const float max = signed_amax(n, x, &amax);
+    if (amax < 1e-15f) { /* all zero, as ggml's GROUP_MAX_EPS says */
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        const int l = MAX(-nmax, MIN(nmax - 1, nearest_int(iscale * x[i])));
+        L[i] = (int8_t)(l + nmax);
+        const float wi = w ? w[i] : x[i] * x[i];
+        sumlx += wi * x[i] * l;
+        suml2 += wi * l * l;
+    }
+    float scale = suml2 ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0) continue;
+        iscale = -(nmax + 0.1f * is) / max;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; i++) {
+            const int l = MAX(-nmax, MIN(nmax - 1, nearest_int(iscale * x[i])));
+            const float wi = w ? w[i] : x[i] * x[i];
+            sumlx += wi * x[i] * l;
+            suml2 += wi * l * l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; i++) {
+                L[i] = (int8_t)(nmax + MAX(-nmax, MIN(nmax - 1, nearest_int(iscale * x[i]))));
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+/* Q3_K's fit without an importance matrix (ggml's make_q3_quants with do_rmse): the plain
+   levels, then up to five passes that move one level at a time wherever that lowers the
+   x^2-weighted error. L gets the levels plus nmax. */
+static float fit_signed_scale_by_moves(int n, int nmax, const float *x, int8_t *L) {
+    float amax;
+    const float max = signed_amax(n, x, &amax);
+    if (amax < 1e-15f) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    const float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        const int l = MAX(-nmax, MIN(nmax - 1, nearest_int(iscale * x[i])));
+        L[i] = (int8_t)l;
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    for (int pass = 0; pass < 5; pass++) {
+        int moved = 0;
+        for (int i = 0; i < n; i++) {
+            const float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * L[i];
+            if (slx > 0) {
+                float sl2 = suml2 - w * L[i] * L[i];
+                const int l = MAX(-nmax, MIN(nmax - 1, nearest_int(x[i] * sl2 / slx)));
+                if (l != L[i]) {
+                    slx += w * x[i] * l;
+                    sl2 += w * l * l;
+                    if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (int8_t)l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        moved++;
+                    }
+                }
+            }
+        }
+        if (!moved) break;
+    }
+    for (int i = 0; i < n; i++) L[i] += nmax;
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* The scale of n non-negative values x (a super-block's scales or mins) on levels 0..nmax,
+   weighted by w: the plain scale and 8 candidates around it by weighted squared error, then
+   up to five passes of single-level moves (ggml's make_qp_quants). The levels are stored as
+   bytes, as ggml stores them, wrapping should a fit ever give a negative one. */
+static float fit_positive_scale(int n, int nmax, const float *x, uint8_t *L, const float *w) {
+    float max = 0;
+    for (int i = 0; i < n; i++) max = MAX(max, x[i]);
+    if (max < 1e-15f) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = nmax / max;
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)nearest_int(iscale * x[i]);
+    const float scale = 1 / iscale;
+    float best_mse = 0;
+    for (int i = 0; i < n; i++) {
+        const float diff = x[i] - scale * L[i];
+        best_mse += w[i] * diff * diff;
+    }
+    for (int is = -4; is <= 4; is++) {
+        if (is == 0) continue;
+        const float iscale_is = (0.1f * is + nmax) / max;
+        const float scale_is = 1 / iscale_is;
+        float mse = 0;
+        for (int i = 0; i < n; i++) {
+            const int l = MIN(nmax, nearest_int(iscale_is * x[i]));
+            const float diff = x[i] - scale_is * l;
+            mse += w[i] * diff * diff;
+        }
+        if (mse < best_mse) {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        const int l = MIN(nmax, nearest_int(iscale * x[i]));
+        L[i] = (uint8_t)l;
+        sumlx += w[i] * x[i] * l;
+        suml2 += w[i] * l * l;
+    }
+    for (int pass = 0; pass < 5; pass++) {
+        int moved = 0;
+        for (int i = 0; i < n; i++) {
+            float slx = sumlx - w[i] * x[i] * L[i];
+            float sl2 = suml2 - w[i] * L[i] * L[i];
+            if (slx > 0 && sl2 > 0) {
+                const int l = MIN(nmax, nearest_int(x[i] * sl2 / slx));
+                if (l != L[i]) {
+                    slx += w[i] * x[i] * l;
+                    sl2 += w[i] * l * l;
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (uint8_t)l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        moved++;
+                    }
+                }
+            }
+        }
+        if (!moved) break;
+    }
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* Importance weights of a group: the matrix's weight times sqrt(sigma2 + x^2), where sigma2
+   is the mean square of the values around it. */
+static inline void importance(int n, const float *x, const float *qw, float sigma2, float *w,
+                              float *sum_w) {
+    for (int l = 0; l < n; l++) {
+        w[l] = qw[l] * sqrtf(sigma2 + x[l] * x[l]);
+    }
+    if (sum_w != NULL) {
+        float sum = 0;
+        for (int l = 0; l < n; l++) sum += w[l];
+        *sum_w = sum;
+    }
+}
+
+static inline float sum_of_squares(int64_t n, const float *x) {
+    float sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += x[i] * x[i];
+    return sum;
+}
+
+/* Four 2-bit levels per byte: element l of each 32 in bits 0-1, l+32 in 2-3, and so on. */
+static void pack_2bit(const uint8_t L[QK_K], uint8_t qs[QK_K / 4]) {
+    for (int j = 0; j < QK_K; j += 128) {
+        for (int l = 0; l < 32; l++) {
+            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
+                                      (L[j + l + 96] << 6));
+        }
+    }
+}
+
+/* ---- Q2_K: sixteen groups of 16 on levels 0..3, 4-bit scales and mins */
+
+/* The levels again from the stored d, dmin and 4-bit scales, then packed. */
+static void finish_q2_K(const float *x, block_q2_K *y, uint8_t L[QK_K]) {
+    const float d_all = llamay_fp16_to_fp32_scalar(y->d);
+    const float m_all = llamay_fp16_to_fp32_scalar(y->dmin);
+    for (int j = 0; j < QK_K / 16; j++) {
+        const float d = d_all * (y->scales[j] & 0xF);
+        if (!d) continue;
+        const float m = m_all * (y->scales[j] >> 4);
+        for (int i = 0; i < 16; i++) {
+            L[16 * j + i] = (uint8_t)MAX(0, MIN(3, nearest_int((x[16 * j + i] + m) / d)));
+        }
+    }
+    pack_2bit(L, y->qs);
+}
+
+void llamay_quantize_row_q2_K_ref(const float *restrict x, void *restrict vy, int64_t n) {
+    block_q2_K *y = vy;
+    uint8_t L[QK_K];
+    float weights[16], scales[QK_K / 16], mins[QK_K / 16];
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < QK_K / 16; j++) {
+            for (int l = 0; l < 16; l++) weights[l] = fabsf(x[16 * j + l]);
+            scales[j] = fit_scale_min(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], -0.5f,
+                                      0.1f, 15, 1);
+            if (scales[j] > max_scale) max_scale = scales[j];
+            if (mins[j] > max_min) max_min = mins[j];
+        }
+        if (max_scale > 0) {
+            const float iscale = 15.f / max_scale;
+            for (int j = 0; j < QK_K / 16; j++) {
+                y[i].scales[j] = (uint8_t)nearest_int(iscale * scales[j]);
+            }
+            y[i].d = llamay_fp32_to_fp16_scalar(max_scale / 15.f);
+        } else {
+            memset(y[i].scales, 0, sizeof y[i].scales);
+            y[i].d = llamay_fp32_to_fp16_scalar(0.f);
+        }
+        if (max_min > 0) {
+            const float iscale = 15.f / max_min;
+            for (int j = 0; j < QK_K / 16; j++) {
+                y[i].scales[j] |= (uint8_t)(nearest_int(iscale * mins[j]) << 4);
+            }
+            y[i].dmin = llamay_fp32_to_fp16_scalar(max_min / 15.f);
+        } else {
+            y[i].dmin = llamay_fp32_to_fp16_scalar(0.f);
+        }
+        finish_q2_K(x, &y[i], L);
+    }
+}
+
+static void quantize_row_q2_K_weighted(const float *x, void *vy, int64_t n, const float *qw) {
+    block_q2_K *y = vy;
+    uint8_t L[QK_K], Ls[QK_K / 16], Lm[QK_K / 16];
+    float weights[16], sw[QK_K / 16], scales[QK_K / 16], mins[QK_K / 16];
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K, qw += QK_K) {
+        const float sigma2 = sum_of_squares(QK_K, x) / QK_K;
+        for (int j = 0; j < QK_K / 16; j++) {
+            importance(16, x + 16 * j, qw + 16 * j, sigma2, weights, &sw[j]);
+            scales[j] = fit_scale_min(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], -0.9f,
+                                      0.05f, 36, 0);
+        }
+        const float d = fit_positive_scale(QK_K / 16, 15, scales, Ls, sw);
+        const float m = fit_positive_scale(QK_K / 16, 15, mins, Lm, sw);
+        y[i].d = llamay_fp32_to_fp16_scalar(d);
+        y[i].dmin = llamay_fp32_to_fp16_scalar(m);
+        for (int j = 0; j < QK_K / 16; j++) y[i].scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
+        finish_q2_K(x, &y[i], L);
+    }
+}
+
+/* ---- Q3_K: sixteen groups of 16 on levels -4..3, 6-bit signed scales */
+
+/* Sixteen 6-bit scale levels (0..63) into twelve bytes: low nibbles in the first eight,
+   the top two bits of each in the last four. */
+static void pack_scales_q3(const int levels[QK_K / 16], uint8_t q[12]) {
+    memset(q, 0, 12);
+    for (int j = 0; j < QK_K / 16; j++) {
+        const int l = levels[j];
+        if (j < 8) {
+            q[j] = (uint8_t)(l & 0xF);
+        } else {
+            q[j - 8] |= (uint8_t)((l & 0xF) << 4);
+        }
+        q[j % 4 + 8] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
+    }
+}
+
+static inline int scale_q3(const uint8_t q[12], int j) {
+    const int low = j < 8 ? q[j] & 0xF : q[j - 8] >> 4;
+    return (int8_t)((low | (((q[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
+}
+
+/* The levels again from the stored d and scales; then the third bits into hmask (element j
+   in bit j / 32 of byte j % 32) and the low two bits packed. */
+static void finish_q3_K(const float *x, block_q3_K *y, int8_t L[QK_K]) {
+    const float d_all = llamay_fp16_to_fp32_scalar(y->d);
+    for (int j = 0; j < QK_K / 16; j++) {
+        const float d = d_all * scale_q3(y->scales, j);
+        if (!d) continue;
+        for (int i = 0; i < 16; i++) {
+            L[16 * j + i] = (int8_t)(MAX(-4, MIN(3, nearest_int(x[16 * j + i] / d))) + 4);
+        }
+    }
+    uint8_t low[QK_K];
+    memset(y->hmask, 0, sizeof y->hmask);
+    for (int j = 0; j < QK_K; j++) {
+        low[j] = (uint8_t)L[j];
+        if (L[j] > 3) {
+            y->hmask[j % 32] |= (uint8_t)(1 << (j / 32));
+            low[j] -= 4;
+        }
+    }
+    pack_2bit(low, y->qs);
+}
+
+void llamay_quantize_row_q3_K_ref(const float *restrict x, void *restrict vy, int64_t n) {
+    block_q3_K *y = vy;
+    int8_t L[QK_K];
+    float scales[QK_K / 16];
+    int levels[QK_K / 16];
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        float max_scale = 0, amax = 0;
+        for (int j = 0; j < QK_K / 16; j++) {
+            scales[j] = fit_signed_scale_by_moves(16, 4, x + 16 * j, L + 16 * j);
+            if (fabsf(scales[j]) > amax) {
+                amax = fabsf(scales[j]);
+                max_scale = scales[j];
+            }
+        }
+        if (max_scale) {
+            const float iscale = -32.f / max_scale;
+            for (int j = 0; j < QK_K / 16; j++) {
+                const int8_t l = (int8_t)nearest_int(iscale * scales[j]); /* narrowed first */
+                levels[j] = MAX(-32, MIN(31, l)) + 32;
+            }
+            pack_scales_q3(levels, y[i].scales);
+            y[i].d = llamay_fp32_to_fp16_scalar(1 / iscale);
+        } else {
+            memset(y[i].scales, 0, sizeof y[i].scales);
+            y[i].d = llamay_fp32_to_fp16_scalar(0.f);
+        }
+        finish_q3_K(x, &y[i], L);
+    }
+}
+
+static void quantize_row_q3_K_weighted(const float *x, void *vy, int64_t n, const float *qw) {
+    block_q3_K *y = vy;
+    int8_t L[QK_K], Ls[QK_K / 16];
+    float weights[16], sw[QK_K / 16], scales[QK_K / 16];
+    int levels[QK_K / 16];
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K, qw += QK_K) {
+        const float sigma2 = 2 * sum_of_squares(QK_K, x) / QK_K;
+        for (int j = 0; j < QK_K / 16; j++) {
+            importance(16, x + 16 * j, qw + 16 * j, sigma2, weights, &sw[j]);
+            scales[j] = fit_signed_scale(16, 4, x + 16 * j, weights, L + 16 * j);
+        }
+        const float d = fit_signed_scale(QK_K / 16, 32, scales, sw, Ls);
+        for (int j = 0; j < QK_K / 16; j++) levels[j] = Ls[j];
+        pack_scales_q3(levels, y[i].scales);
+        y[i].d = llamay_fp32_to_fp16_scalar(d);
+        finish_q3_K(x, &y[i], L);
+    }
+}
+
+/* ---- Q4_K, Q5_K: eight groups of 32 on levels 0..15 (0..31), 6-bit scales and mins */
 
 /* Q4_K's and Q5_K's twelve bytes of eight 6-bit scales and mins (the layout ggml's
    get_scale_min_k4 reads). */
@@ -442,33 +815,14 @@ static void unpack_scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
     }
 }
 
-/* One Q4_K or Q5_K super-block: eight sub-blocks of 32, each fitted on levels 0..nmax with
-   weights |x| + rms(x), their scales and mins quantized to 6 bits against the largest, then
-   the levels recomputed with the quantized ones. Fills scales[12], d, dmin and L[256]. */
-static void quantize_super_k4(const float *x, int nmax, float rmin, int nstep, uint8_t scales[12],
-                              ggml_half *d_out, ggml_half *dmin_out, uint8_t L[QK_K]) {
-    float sub_scale[8], sub_min[8], weights[32], max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; j++) {
-        float sum_x2 = 0;
-        for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
-        const float av_x = sqrtf(sum_x2 / 32);
-        for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(x[32 * j + l]);
-        sub_scale[j] = fit_scale_min(32, nmax, x + 32 * j, weights, L + 32 * j, &sub_min[j], rmin,
-                                     0.1f, nstep);
-        if (sub_scale[j] > max_scale) max_scale = sub_scale[j];
-        if (sub_min[j] > max_min) max_min = sub_min[j];
-    }
-    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-    uint8_t ls[8], lm[8];
-    for (int j = 0; j < 8; j++) {
-        /* as ggml: the int narrowed to uint8_t before the MIN */
-        ls[j] = (uint8_t)MIN(63, (uint8_t)nearest_int(inv_scale * sub_scale[j]));
-        lm[j] = (uint8_t)MIN(63, (uint8_t)nearest_int(inv_min * sub_min[j]));
-    }
+/* Stores the scale and min levels and d, dmin (fp16), then the levels again from the stored
+   values. */
+static void finish_super_k4(const float *x, int nmax, const uint8_t ls[8], const uint8_t lm[8],
+                            float d_all, float dmin_all, uint8_t scales[12], ggml_half *d_out,
+                            ggml_half *dmin_out, uint8_t L[QK_K]) {
     pack_scales_k4(ls, lm, scales);
-    *d_out = llamay_fp32_to_fp16_scalar(max_scale / 63.f);
-    *dmin_out = llamay_fp32_to_fp16_scalar(max_min / 63.f);
+    *d_out = llamay_fp32_to_fp16_scalar(d_all);
+    *dmin_out = llamay_fp32_to_fp16_scalar(dmin_all);
     for (int j = 0; j < 8; j++) {
         int sc, m;
         unpack_scale_min_k4(j, scales, &sc, &m);
@@ -481,15 +835,97 @@ static void quantize_super_k4(const float *x, int nmax, float rmin, int nstep, u
     }
 }
 
+/* One Q4_K or Q5_K super-block without an importance matrix: each group fitted with weights
+   |x| + rms(x), the scales and mins quantized to 6 bits against the largest. */
+static void quantize_super_k4(const float *x, int nmax, float rmin, int nstep, uint8_t scales[12],
+                              ggml_half *d_out, ggml_half *dmin_out, uint8_t L[QK_K]) {
+    float sub_scale[8], sub_min[8], weights[32], max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; j++) {
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
+        const float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(x[32 * j + l]);
+        sub_scale[j] = fit_scale_min(32, nmax, x + 32 * j, weights, L + 32 * j, &sub_min[j], rmin,
+                                     0.1f, nstep, 0);
+        if (sub_scale[j] > max_scale) max_scale = sub_scale[j];
+        if (sub_min[j] > max_min) max_min = sub_min[j];
+    }
+    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    uint8_t ls[8], lm[8];
+    for (int j = 0; j < 8; j++) {
+        /* as ggml: the int narrowed to uint8_t before the MIN */
+        ls[j] = (uint8_t)MIN(63, (uint8_t)nearest_int(inv_scale * sub_scale[j]));
+        lm[j] = (uint8_t)MIN(63, (uint8_t)nearest_int(inv_min * sub_min[j]));
+    }
+    finish_super_k4(x, nmax, ls, lm, max_scale / 63.f, max_min / 63.f, scales, d_out, dmin_out, L);
+}
+
+/* The same with an importance matrix: groups fitted with importance weights, then the scales
+   and mins themselves fitted (each group weighted by its weights' sum). Q5_K clamps their
+   levels to 63; Q4_K does not (`clamp`), as in ggml. */
+static void quantize_super_k4_weighted(const float *x, const float *qw, int nmax, int clamp,
+                                       uint8_t scales[12], ggml_half *d_out, ggml_half *dmin_out,
+                                       uint8_t L[QK_K]) {
+    float sub_scale[8], sub_min[8], weights[32], sw[8];
+    const float sigma2 = 2 * sum_of_squares(QK_K, x) / QK_K;
+    for (int j = 0; j < 8; j++) {
+        importance(32, x + 32 * j, qw + 32 * j, sigma2, weights, &sw[j]);
+        sub_scale[j] = fit_scale_min(32, nmax, x + 32 * j, weights, L + 32 * j, &sub_min[j],
+                                     -0.9f, 0.05f, 36, 0);
+    }
+    uint8_t ls[8], lm[8];
+    const float d = fit_positive_scale(8, 63, sub_scale, ls, sw);
+    const float m = fit_positive_scale(8, 63, sub_min, lm, sw);
+    if (clamp) {
+        for (int j = 0; j < 8; j++) {
+            ls[j] = MIN(63, ls[j]);
+            lm[j] = MIN(63, lm[j]);
+        }
+    }
+    finish_super_k4(x, nmax, ls, lm, d, m, scales, d_out, dmin_out, L);
+}
+
+static void pack_q4_K(const uint8_t L[QK_K], uint8_t *q) {
+    for (int j = 0; j < QK_K; j += 64, q += 32) {
+        for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
+    }
+}
+
+static void pack_q5_K(const uint8_t L[QK_K], uint8_t *qh, uint8_t *ql) {
+    memset(qh, 0, QK_K / 8);
+    uint8_t m1 = 1, m2 = 2;
+    for (int j = 0; j < QK_K; j += 64, ql += 32, m1 <<= 2, m2 <<= 2) {
+        for (int l = 0; l < 32; l++) {
+            int l1 = L[j + l], l2 = L[j + l + 32];
+            if (l1 > 15) {
+                l1 -= 16;
+                qh[l] |= m1;
+            }
+            if (l2 > 15) {
+                l2 -= 16;
+                qh[l] |= m2;
+            }
+            ql[l] = (uint8_t)(l1 | (l2 << 4));
+        }
+    }
+}
+
 void llamay_quantize_row_q4_K_ref(const float *restrict x, void *restrict vy, int64_t n) {
     block_q4_K *y = vy;
     uint8_t L[QK_K];
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
         quantize_super_k4(x, 15, -1.f, 20, y[i].scales, &y[i].d, &y[i].dmin, L);
-        uint8_t *q = y[i].qs;
-        for (int j = 0; j < QK_K; j += 64, q += 32) {
-            for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
-        }
+        pack_q4_K(L, y[i].qs);
+    }
+}
+
+static void quantize_row_q4_K_weighted(const float *x, void *vy, int64_t n, const float *qw) {
+    block_q4_K *y = vy;
+    uint8_t L[QK_K];
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K, qw += QK_K) {
+        quantize_super_k4_weighted(x, qw, 15, 0, y[i].scales, &y[i].d, &y[i].dmin, L);
+        pack_q4_K(L, y[i].qs);
     }
 }
 
@@ -498,116 +934,149 @@ void llamay_quantize_row_q5_K_ref(const float *restrict x, void *restrict vy, in
     uint8_t L[QK_K];
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
         quantize_super_k4(x, 31, -0.5f, 15, y[i].scales, &y[i].d, &y[i].dmin, L);
-        uint8_t *qh = y[i].qh, *ql = y[i].qs;
-        memset(qh, 0, QK_K / 8);
-        uint8_t m1 = 1, m2 = 2;
-        for (int j = 0; j < QK_K; j += 64, ql += 32, m1 <<= 2, m2 <<= 2) {
-            for (int l = 0; l < 32; l++) {
-                int l1 = L[j + l], l2 = L[j + l + 32];
-                if (l1 > 15) {
-                    l1 -= 16;
-                    qh[l] |= m1;
-                }
-                if (l2 > 15) {
-                    l2 -= 16;
-                    qh[l] |= m2;
-                }
-                ql[l] = (uint8_t)(l1 | (l2 << 4));
-            }
-        }
+        pack_q5_K(L, y[i].qh, y[i].qs);
     }
 }
 
-/* The scale of n values x on the signed levels -nmax..nmax-1 that fits them best by x^2-weighted
-   least squares, over the plain scale and 18 candidates around it (ggml's make_qx_quants with
-   rmse_type 1). L gets the levels plus nmax. */
-static float fit_signed_scale(int n, int nmax, const float *x, int8_t *L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++) {
-        const float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
+static void quantize_row_q5_K_weighted(const float *x, void *vy, int64_t n, const float *qw) {
+    block_q5_K *y = vy;
+    uint8_t L[QK_K];
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K, qw += QK_K) {
+        quantize_super_k4_weighted(x, qw, 31, 1, y[i].scales, &y[i].d, &y[i].dmin, L);
+        pack_q5_K(L, y[i].qh, y[i].qs);
+    }
+}
+
+/* ---- Q6_K: sixteen groups of 16 on levels -32..31, 8-bit signed scales */
+
+/* One super-block: each group's scale fitted (weights x^2, or the importance matrix's `qw`
+   as it is, where given), the scales quantized to 8 bits against the largest in magnitude. */
+static void quantize_block_q6_K(const float *x, const float *qw, block_q6_K *y) {
+    int8_t L[QK_K];
+    float scales[QK_K / 16];
+    float max_scale = 0, max_abs_scale = 0;
+    for (int ib = 0; ib < QK_K / 16; ib++) {
+        scales[ib] = fit_signed_scale(16, 32, x + 16 * ib, qw ? qw + 16 * ib : NULL, L + 16 * ib);
+        if (fabsf(scales[ib]) > max_abs_scale) {
+            max_abs_scale = fabsf(scales[ib]);
+            max_scale = scales[ib];
         }
     }
-    if (amax < 1e-15f) { /* all zero, as ggml's GROUP_MAX_EPS says */
-        memset(L, 0, (size_t)n);
-        return 0.f;
+    if (max_abs_scale < 1e-15f) {
+        memset(y, 0, sizeof *y);
+        return;
     }
-    float iscale = -nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        const int l = MAX(-nmax, MIN(nmax - 1, nearest_int(iscale * x[i])));
-        L[i] = (int8_t)(l + nmax);
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
+    const float iscale = -128.f / max_scale;
+    y->d = llamay_fp32_to_fp16_scalar(1 / iscale);
+    for (int ib = 0; ib < QK_K / 16; ib++) {
+        y->scales[ib] = (int8_t)MIN(127, nearest_int(iscale * scales[ib]));
     }
-    float scale = suml2 ? sumlx / suml2 : 0.0f;
-    float best = scale * sumlx;
-    for (int is = -9; is <= 9; is++) {
-        if (is == 0) continue;
-        iscale = -(nmax + 0.1f * is) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; i++) {
-            const int l = MAX(-nmax, MIN(nmax - 1, nearest_int(iscale * x[i])));
-            const float w = x[i] * x[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
-        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; i++) {
-                L[i] = (int8_t)(nmax + MAX(-nmax, MIN(nmax - 1, nearest_int(iscale * x[i]))));
-            }
-            scale = sumlx / suml2;
-            best = scale * sumlx;
+    for (int j = 0; j < QK_K / 16; j++) {
+        const float d = llamay_fp16_to_fp32_scalar(y->d) * y->scales[j];
+        if (!d) continue;
+        for (int l = 0; l < 16; l++) {
+            L[16 * j + l] = (int8_t)(MAX(-32, MIN(31, nearest_int(x[16 * j + l] / d))) + 32);
         }
     }
-    return scale;
+    uint8_t *ql = y->ql, *qh = y->qh;
+    for (int j = 0; j < QK_K; j += 128, ql += 64, qh += 32) {
+        for (int l = 0; l < 32; l++) {
+            const uint8_t q1 = L[j + l] & 0xF, q2 = L[j + l + 32] & 0xF;
+            const uint8_t q3 = L[j + l + 64] & 0xF, q4 = L[j + l + 96] & 0xF;
+            ql[l] = (uint8_t)(q1 | (q3 << 4));
+            ql[l + 32] = (uint8_t)(q2 | (q4 << 4));
+            qh[l] = (uint8_t)((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |
+                              ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
+        }
+    }
 }
 
 void llamay_quantize_row_q6_K_ref(const float *restrict x, void *restrict vy, int64_t n) {
     block_q6_K *y = vy;
-    int8_t L[QK_K];
-    float scales[QK_K / 16];
-    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        float max_scale = 0, max_abs_scale = 0;
-        for (int ib = 0; ib < QK_K / 16; ib++) {
-            scales[ib] = fit_signed_scale(16, 32, x + 16 * ib, L + 16 * ib);
-            if (fabsf(scales[ib]) > max_abs_scale) {
-                max_abs_scale = fabsf(scales[ib]);
-                max_scale = scales[ib];
-            }
-        }
-        if (max_abs_scale < 1e-15f) {
-            memset(&y[i], 0, sizeof y[i]);
-            continue;
-        }
-        const float iscale = -128.f / max_scale;
-        y[i].d = llamay_fp32_to_fp16_scalar(1 / iscale);
-        for (int ib = 0; ib < QK_K / 16; ib++) {
-            y[i].scales[ib] = (int8_t)MIN(127, nearest_int(iscale * scales[ib]));
-        }
-        for (int j = 0; j < QK_K / 16; j++) {
-            const float d = llamay_fp16_to_fp32_scalar(y[i].d) * y[i].scales[j];
-            if (!d) continue;
-            for (int l = 0; l < 16; l++) {
-                L[16 * j + l] = (int8_t)(MAX(-32, MIN(31, nearest_int(x[16 * j + l] / d))) + 32);
-            }
-        }
-        uint8_t *ql = y[i].ql, *qh = y[i].qh;
-        for (int j = 0; j < QK_K; j += 128, ql += 64, qh += 32) {
-            for (int l = 0; l < 32; l++) {
-                const uint8_t q1 = L[j + l] & 0xF, q2 = L[j + l + 32] & 0xF;
-                const uint8_t q3 = L[j + l + 64] & 0xF, q4 = L[j + l + 96] & 0xF;
-                ql[l] = (uint8_t)(q1 | (q3 << 4));
-                ql[l + 32] = (uint8_t)(q2 | (q4 << 4));
-                qh[l] = (uint8_t)((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |
-                                  ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
-            }
-        }
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        quantize_block_q6_K(x + i * QK_K, NULL, y + i);
     }
 }
+
+static void quantize_row_q6_K_weighted(const float *x, void *vy, int64_t n, const float *qw) {
+    block_q6_K *y = vy;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        quantize_block_q6_K(x + i * QK_K, qw + i * QK_K, y + i);
+    }
+}
+
+/* ======================================================================== 32-element types
+   with an importance matrix (ggml's quantize_row_q{4,5}_{0,1}_impl): each block fitted with
+   importance weights, sigma2 being the mean square of the whole row. */
+
+static void quantize_row_q4_0_weighted(const float *x, void *vy, int64_t n, const float *qw) {
+    block_q4_0 *y = vy;
+    const float sigma2 = sum_of_squares(n, x) / n;
+    float weights[QK4_0];
+    int8_t L[QK4_0];
+    for (int64_t ib = 0; ib < n / QK4_0; ib++, x += QK4_0, qw += QK4_0) {
+        importance(QK4_0, x, qw, sigma2, weights, NULL);
+        y[ib].d = llamay_fp32_to_fp16_scalar(fit_signed_scale(QK4_0, 8, x, weights, L));
+        for (int j = 0; j < QK4_0 / 2; j++) y[ib].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+    }
+}
+
+static void quantize_row_q4_1_weighted(const float *x, void *vy, int64_t n, const float *qw) {
+    block_q4_1 *y = vy;
+    const float sigma2 = sum_of_squares(n, x) / n;
+    float weights[QK4_1], neg_min;
+    uint8_t L[QK4_1];
+    for (int64_t ib = 0; ib < n / QK4_1; ib++, x += QK4_1, qw += QK4_1) {
+        importance(QK4_1, x, qw, sigma2, weights, NULL);
+        const float d = fit_scale_min(QK4_1, 15, x, weights, L, &neg_min, -0.9f, 0.05f, 36, 0);
+        y[ib].d = llamay_fp32_to_fp16_scalar(d);
+        y[ib].m = llamay_fp32_to_fp16_scalar(-neg_min);
+        for (int j = 0; j < QK4_1 / 2; j++) y[ib].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+    }
+}
+
+static void quantize_row_q5_0_weighted(const float *x, void *vy, int64_t n, const float *qw) {
+    block_q5_0 *y = vy;
+    const float sigma2 = sum_of_squares(n, x) / n;
+    float weights[QK5_0];
+    int8_t L[QK5_0];
+    for (int64_t ib = 0; ib < n / QK5_0; ib++, x += QK5_0, qw += QK5_0) {
+        importance(QK5_0, x, qw, sigma2, weights, NULL);
+        y[ib].d = llamay_fp32_to_fp16_scalar(fit_signed_scale(QK5_0, 16, x, weights, L));
+        pack_q5((const uint8_t *)L, y[ib].qs, y[ib].qh);
+    }
+}
+
+static void quantize_row_q5_1_weighted(const float *x, void *vy, int64_t n, const float *qw) {
+    block_q5_1 *y = vy;
+    const float sigma2 = sum_of_squares(n, x) / n;
+    float weights[QK5_1], neg_min;
+    uint8_t L[QK5_1];
+    for (int64_t ib = 0; ib < n / QK5_1; ib++, x += QK5_1, qw += QK5_1) {
+        importance(QK5_1, x, qw, sigma2, weights, NULL);
+        const float d = fit_scale_min(QK5_1, 31, x, weights, L, &neg_min, -0.9f, 0.05f, 36, 0);
+        y[ib].d = llamay_fp32_to_fp16_scalar(d);
+        y[ib].m = llamay_fp32_to_fp16_scalar(-neg_min);
+        pack_q5(L, y[ib].qs, y[ib].qh);
+    }
+}
+
+llamay_weighted_row_fn llamay_weighted_quantizer(int type_id) {
+    switch (type_id) {
+    case LLAMAY_TYPE_Q4_0: return quantize_row_q4_0_weighted;
+    case LLAMAY_TYPE_Q4_1: return quantize_row_q4_1_weighted;
+    case LLAMAY_TYPE_Q5_0: return quantize_row_q5_0_weighted;
+    case LLAMAY_TYPE_Q5_1: return quantize_row_q5_1_weighted;
+    case LLAMAY_TYPE_Q2_K: return quantize_row_q2_K_weighted;
+    case LLAMAY_TYPE_Q3_K: return quantize_row_q3_K_weighted;
+    case LLAMAY_TYPE_Q4_K: return quantize_row_q4_K_weighted;
+    case LLAMAY_TYPE_Q5_K: return quantize_row_q5_K_weighted;
+    case LLAMAY_TYPE_Q6_K: return quantize_row_q6_K_weighted;
+    default: return NULL; /* Q8_0, MXFP4 and the plain numbers take no weights, as in ggml */
+    }
+}
+
+/* ======================================================================== MXFP4 */
 
 /* MXFP4's e2m1 values, doubled (ggml's kvalues_mxfp4) */
 static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
@@ -655,4 +1124,137 @@ void llamay_quantize_row_mxfp4_ref(const float *restrict x, void *restrict vy, i
             y[i].qs[j] = (uint8_t)(q[0] | (q[1] << 4));
         }
     }
+}
+
+/* ======================================================================== whole rows
+
+   What `llamay quantize` runs: rows of one type turned into rows of another, with or without
+   an importance matrix, and the check llama.cpp makes of every tensor it reads and writes. */
+
+/* Elements converted at a time: a quarter of a megabyte of fp32 scratch. */
+#define PIECE_ELEMS 65536
+
+int llamay_convert_rows(const llamay_quant_type *from, const void *x, const llamay_quant_type *to,
+                        void *y, int64_t n_rows, int64_t n_per_row, const float *imatrix,
+                        int set) {
+    const llamay_weighted_row_fn weighted = imatrix ? llamay_weighted_quantizer(to->id) : NULL;
+    const size_t in_row = (size_t)(n_per_row / from->block_elems * from->block_bytes);
+    const size_t out_row = (size_t)(n_per_row / to->block_elems * to->block_bytes);
+    const int64_t rows_per_piece = n_per_row >= PIECE_ELEMS ? 1 : PIECE_ELEMS / n_per_row;
+    float *scratch = NULL;
+    if (from->id != LLAMAY_TYPE_F32) {
+        scratch = malloc((size_t)(MIN(rows_per_piece, n_rows) * n_per_row) * sizeof(float));
+        if (scratch == NULL) return -1;
+    }
+    for (int64_t r = 0; r < n_rows; r += rows_per_piece) {
+        const int64_t k = MIN(rows_per_piece, n_rows - r);
+        const uint8_t *src = (const uint8_t *)x + (size_t)r * in_row;
+        uint8_t *dst = (uint8_t *)y + (size_t)r * out_row;
+        const float *values = (const float *)src;
+        if (scratch != NULL) {
+            from->to_float[set](src, scratch, k * n_per_row);
+            values = scratch;
+        }
+        if (weighted != NULL) {
+            for (int64_t i = 0; i < k; i++) {
+                weighted(values + i * n_per_row, dst + (size_t)i * out_row, n_per_row, imatrix);
+            }
+        } else {
+            to->from_float[set](values, dst, k * n_per_row);
+        }
+    }
+    free(scratch);
+    return 0;
+}
+
+static inline int half_not_finite(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return (h & 0x7C00) == 0x7C00;
+}
+
+/* Where each block format keeps its fp16 scales (up to two). */
+static int half_fields(int type_id, size_t offsets[2]) {
+#define FIELDS(block, ...)                                                                        \
+    do {                                                                                          \
+        const size_t list[] = {__VA_ARGS__};                                                      \
+        memcpy(offsets, list, sizeof list);                                                       \
+        return (int)(sizeof list / sizeof list[0]);                                               \
+    } while (0)
+    switch (type_id) {
+    case LLAMAY_TYPE_Q4_0: FIELDS(block_q4_0, offsetof(block_q4_0, d));
+    case LLAMAY_TYPE_Q4_1: FIELDS(block_q4_1, offsetof(block_q4_1, d), offsetof(block_q4_1, m));
+    case LLAMAY_TYPE_Q5_0: FIELDS(block_q5_0, offsetof(block_q5_0, d));
+    case LLAMAY_TYPE_Q5_1: FIELDS(block_q5_1, offsetof(block_q5_1, d), offsetof(block_q5_1, m));
+    case LLAMAY_TYPE_Q8_0: FIELDS(block_q8_0, offsetof(block_q8_0, d));
+    case LLAMAY_TYPE_Q2_K:
+        FIELDS(block_q2_K, offsetof(block_q2_K, d), offsetof(block_q2_K, dmin));
+    case LLAMAY_TYPE_Q3_K: FIELDS(block_q3_K, offsetof(block_q3_K, d));
+    case LLAMAY_TYPE_Q4_K:
+        FIELDS(block_q4_K, offsetof(block_q4_K, d), offsetof(block_q4_K, dmin));
+    case LLAMAY_TYPE_Q5_K:
+        FIELDS(block_q5_K, offsetof(block_q5_K, d), offsetof(block_q5_K, dmin));
+    case LLAMAY_TYPE_Q6_K: FIELDS(block_q6_K, offsetof(block_q6_K, d));
+    case LLAMAY_TYPE_TQ1_0: FIELDS(block_tq1_0, offsetof(block_tq1_0, d));
+    case LLAMAY_TYPE_TQ2_0: FIELDS(block_tq2_0, offsetof(block_tq2_0, d));
+    case LLAMAY_TYPE_Q1_0: FIELDS(block_q1_0, offsetof(block_q1_0, d));
+    case LLAMAY_TYPE_IQ2_XXS:
+    case LLAMAY_TYPE_IQ2_XS:
+    case LLAMAY_TYPE_IQ2_S:
+    case LLAMAY_TYPE_IQ3_XXS:
+    case LLAMAY_TYPE_IQ3_S:
+    case LLAMAY_TYPE_IQ1_S:
+    case LLAMAY_TYPE_IQ4_NL:
+    case LLAMAY_TYPE_IQ4_XS: FIELDS(any, 0); /* each begins with its fp16 d */
+    default: return 0;
+    }
+#undef FIELDS
+}
+
+int64_t llamay_first_invalid_block(int type_id, const void *data, int64_t n_blocks) {
+    const llamay_quant_type *t = llamay_ggml_type(type_id);
+    const uint8_t *p = data;
+    switch (type_id) {
+    case LLAMAY_TYPE_F16:
+        for (int64_t i = 0; i < n_blocks; i++) {
+            if (half_not_finite(p + 2 * i)) return i;
+        }
+        return -1;
+    case LLAMAY_TYPE_BF16:
+        for (int64_t i = 0; i < n_blocks; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, sizeof h);
+            if ((h & 0x7FFF) >= 0x7F80) return i;
+        }
+        return -1;
+    case LLAMAY_TYPE_F32:
+    case LLAMAY_TYPE_Q8_K: /* its scale is the block's first four bytes, an fp32 */
+        for (int64_t i = 0; i < n_blocks; i++) {
+            uint32_t u;
+            memcpy(&u, p + (size_t)i * t->block_bytes, sizeof u);
+            if ((u & 0x7F800000) == 0x7F800000) return i;
+        }
+        return -1;
+    case LLAMAY_TYPE_F64:
+        for (int64_t i = 0; i < n_blocks; i++) {
+            uint64_t u;
+            memcpy(&u, p + 8 * i, sizeof u);
+            if ((u & 0x7FF0000000000000ull) == 0x7FF0000000000000ull) return i;
+        }
+        return -1;
+    case LLAMAY_TYPE_MXFP4: /* an E8M0 exponent of 255 is NaN */
+        for (int64_t i = 0; i < n_blocks; i++) {
+            if (p[(size_t)i * t->block_bytes] == 0xFF) return i;
+        }
+        return -1;
+    default: break;
+    }
+    size_t offsets[2];
+    const int n_fields = half_fields(type_id, offsets);
+    for (int64_t i = 0; i < n_blocks && n_fields > 0; i++) {
+        for (int f = 0; f < n_fields; f++) {
+            if (half_not_finite(p + (size_t)i * t->block_bytes + offsets[f])) return i;
+        }
+    }
+    return -1;
 }

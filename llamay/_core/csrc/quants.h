@@ -46,6 +46,25 @@ void llamay_dequantize(const llamay_quant_type *type, const void *x, float *y, i
                        int set);
 void llamay_quantize(const llamay_quant_type *type, const float *x, void *y, int64_t n, int set);
 
+/* Rows quantized with an importance matrix `qw` (n_per_row weights, one per column), as
+   ggml's quantize_q*_* do when given one. */
+typedef void (*llamay_weighted_row_fn)(const float *x, void *y, int64_t n_per_row,
+                                       const float *qw);
+/* The weighted quantizer of a type, or NULL for one that takes no weights (Q8_0, MXFP4, the
+   plain numbers). */
+llamay_weighted_row_fn llamay_weighted_quantizer(int type_id);
+
+/* n_rows rows of n_per_row values of type `from` (x) into type `to` (y), on one thread, with
+   the importance matrix `imatrix` where it is not NULL and `to` takes one. Returns 0, or -1
+   where its scratch memory could not be had. */
+int llamay_convert_rows(const llamay_quant_type *from, const void *x, const llamay_quant_type *to,
+                        void *y, int64_t n_rows, int64_t n_per_row, const float *imatrix,
+                        int set);
+
+/* The first of n_blocks blocks that holds an inf or NaN (value, or scale), or -1: what
+   llama.cpp's ggml_validate_row_data refuses. */
+int64_t llamay_first_invalid_block(int type_id, const void *data, int64_t n_blocks);
+
 /* Rows: n elements, a multiple of the block size. `_ref` is the scalar reference; `_avx2`,
    where ggml_types.h lists one, the AVX2 version (compiled in where LLAMAY_HAVE_AVX2 is 1),
    bit-exact with it. */
