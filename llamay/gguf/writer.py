@@ -1,14 +1,17 @@
 """Write GGUF files: metadata of every value type and tensors of any ggml type.
 
-Tests use it to synthesize small models; tools use it to rewrite files. The file is written
-atomically (temp file, fsync, rename), so a failed write never leaves half a model behind.
+Tests use it to synthesize small models; tools use it to rewrite files; `write_streamed`
+writes tensors one after another as they are made (`llamay quantize`), never all in memory.
+The file is written atomically (temp file, fsync, rename), so a failed or interrupted write
+never leaves half a model behind.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -42,6 +45,19 @@ class RawTensor:
     data: np.ndarray  # uint8
 
 
+@dataclass(frozen=True)
+class TensorInfo:
+    """A tensor's entry in the file's table, its bytes to come: `shape` in GGUF order."""
+
+    name: str
+    type: str
+    shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return BY_NAME[self.type].nbytes(math.prod(self.shape))
+
+
 TensorLike = np.ndarray | RawTensor | Tensor | tuple[str, np.ndarray]
 
 _NUMPY_TO_VALUE = {
@@ -65,6 +81,29 @@ def write(
     Tensors may be float32/float16 numpy arrays (stored as F32/F16, numpy order), `(TYPE, array)`
     pairs that are quantized to TYPE, `RawTensor`s, or tensors of another file (copied as they are).
     """
+    raws = {name: _raw(name, t) for name, t in (tensors or {}).items()}
+    infos = [TensorInfo(name, raw.type, tuple(raw.shape)) for name, raw in raws.items()]
+
+    def fill(out: TensorWriter) -> None:
+        for raw in raws.values():
+            out.write(np.ascontiguousarray(raw.data))
+
+    return write_streamed(path, metadata, infos, fill, alignment=alignment, version=version)
+
+
+def write_streamed(
+    path: str | os.PathLike[str],
+    metadata: Mapping[str, Any],
+    tensors: Sequence[TensorInfo],
+    fill: Callable[[TensorWriter], None],
+    *,
+    alignment: int | None = None,
+    version: int = 3,
+) -> Path:
+    """Write a GGUF file whose tensor table is known before its data: the header first, then
+    `fill(out)` writes the tensors' bytes in table order through `out.write`, in pieces of any
+    size. Metadata as for `write`. On any error, or KeyboardInterrupt, nothing is left at
+    `path` (an existing file there stays as it was)."""
     path = Path(path)
     if alignment is None:
         alignment = int(_plain(metadata.get("general.alignment", DEFAULT_ALIGNMENT)))
@@ -73,33 +112,70 @@ def write(
     meta = dict(metadata)
     if alignment != DEFAULT_ALIGNMENT:
         meta.setdefault("general.alignment", Typed(alignment, ValueType.UINT32))
-    raws = {name: _raw(name, t) for name, t in (tensors or {}).items()}
 
     header = bytearray()
     header += MAGIC
-    header += struct.pack("<IQQ", version, len(raws), len(meta))
+    header += struct.pack("<IQQ", version, len(tensors), len(meta))
     for key, value in meta.items():
         header += _string(key)
         header += _value(value)
     offset = 0
-    offsets = []
-    for name, raw in raws.items():
-        header += _string(name)
-        header += struct.pack("<I", len(raw.shape))
-        header += struct.pack(f"<{len(raw.shape)}Q", *raw.shape)
-        header += struct.pack("<IQ", BY_NAME[raw.type].id, offset)
-        offsets.append(offset)
-        offset = _pad(offset + raw.data.nbytes, alignment)
+    for info in tensors:
+        header += _string(info.name)
+        header += struct.pack("<I", len(info.shape))
+        header += struct.pack(f"<{len(info.shape)}Q", *info.shape)
+        header += struct.pack("<IQ", BY_NAME[info.type].id, offset)
+        offset = _pad(offset + info.nbytes, alignment)
+    header += bytes(_pad(len(header), alignment) - len(header))
 
-    def fill(out: BinaryIO) -> None:
+    def write_all(out: BinaryIO) -> None:
         out.write(header)
-        out.write(bytes(_pad(len(header), alignment) - len(header)))
-        for raw, start in zip(raws.values(), offsets, strict=False):
-            out.write(memoryview(np.ascontiguousarray(raw.data)).cast("B"))
-            out.write(bytes(_pad(start + raw.data.nbytes, alignment) - start - raw.data.nbytes))
+        tensor_writer = TensorWriter(out, tensors, alignment)
+        fill(tensor_writer)
+        tensor_writer.close()
 
-    write_atomically(path, fill)
+    write_atomically(path, write_all)
     return path
+
+
+class TensorWriter:
+    """The data section of a file being written: tensor bytes in table order, each tensor
+    padded to the alignment once its last byte is in."""
+
+    def __init__(self, out: BinaryIO, tensors: Sequence[TensorInfo], alignment: int) -> None:
+        self._out = out
+        self._sizes = [info.nbytes for info in tensors]
+        self._names = [info.name for info in tensors]
+        self._alignment = alignment
+        self._index = 0  # the tensor being written
+        self._written = 0  # of its bytes
+        self._skip_empty()
+
+    def write(self, data: np.ndarray | bytes | memoryview) -> None:
+        view = memoryview(data).cast("B")
+        while len(view):
+            if self._index == len(self._sizes):
+                raise ValueError(f"{len(view)} bytes more than the tensor table holds")
+            take = min(len(view), self._sizes[self._index] - self._written)
+            self._out.write(view[:take])
+            view = view[take:]
+            self._written += take
+            self._skip_empty()
+
+    def close(self) -> None:
+        if self._index != len(self._sizes):
+            raise ValueError(
+                f"tensor {self._names[self._index]!r} has {self._written} of its "
+                f"{self._sizes[self._index]} bytes"
+            )
+
+    def _skip_empty(self) -> None:
+        """Past each finished tensor (and its padding)."""
+        while self._index < len(self._sizes) and self._written == self._sizes[self._index]:
+            size = self._sizes[self._index]
+            self._out.write(bytes(_pad(size, self._alignment) - size))
+            self._index += 1
+            self._written = 0
 
 
 def _pad(n: int, alignment: int) -> int:
@@ -171,7 +247,9 @@ def _typed(value: Any) -> tuple[ValueType, bytes]:
         vtype = _NUMPY_TO_VALUE[value.dtype.newbyteorder("<")]
         data = value.astype(SCALAR_DTYPES[vtype]).tobytes()
         return ValueType.ARRAY, struct.pack("<IQ", vtype, value.size) + data
-    if isinstance(value, (list, tuple, StringArray)):
+    if isinstance(value, StringArray):  # a string array even when empty
+        return ValueType.ARRAY, _array(list(value), ValueType.STRING)
+    if isinstance(value, (list, tuple)):
         return ValueType.ARRAY, _array(list(value), None)
     raise TypeError(f"cannot store metadata value {value!r} of type {type(value).__name__}")
 

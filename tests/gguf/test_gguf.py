@@ -111,6 +111,36 @@ def test_copy_tensors_between_files(tmp_path):
         assert dst.tensors[name].shape == t.shape
 
 
+def test_streamed_writing_in_any_pieces_is_the_same_file(tmp_path):
+    src = gguf.read(write_tiny(tmp_path / "a.gguf"))
+    infos = [gguf.TensorInfo(t.name, t.type, t.shape) for t in src.tensors.values()]
+    everything = b"".join(t.data.tobytes() for t in src.tensors.values())
+
+    def in_pieces(out):
+        for start in range(0, len(everything), 7):  # pieces across tensor boundaries
+            out.write(everything[start : start + 7])
+
+    gguf.write_streamed(tmp_path / "b.gguf", src.typed_metadata(), infos, in_pieces)
+    assert (tmp_path / "b.gguf").read_bytes() == (tmp_path / "a.gguf").read_bytes()
+
+
+def test_streamed_writing_of_too_few_or_too_many_bytes_leaves_nothing(tmp_path):
+    infos = [gguf.TensorInfo("x.weight", "F32", (4, 2))]
+    with pytest.raises(ValueError, match=r"tensor 'x\.weight' has 31 of its 32 bytes"):
+        gguf.write_streamed(tmp_path / "m.gguf", {}, infos, lambda out: out.write(bytes(31)))
+    with pytest.raises(ValueError, match="1 bytes more than the tensor table holds"):
+        gguf.write_streamed(tmp_path / "m.gguf", {}, infos, lambda out: out.write(bytes(33)))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_string_array_stays_a_string_array(tmp_path):
+    meta = {"test.none": gguf.StringArray.of([])}
+    written = gguf.read(gguf.write(tmp_path / "m.gguf", meta))
+    raw = (tmp_path / "m.gguf").read_bytes()
+    assert list(written.metadata["test.none"]) == []
+    assert struct.pack("<IIQ", ValueType.ARRAY, ValueType.STRING, 0) in raw
+
+
 # --- malformed files -------------------------------------------------------------------------
 
 
