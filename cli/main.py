@@ -56,6 +56,7 @@ def _register() -> None:
     from .perplexity import perplexity
     from .prune import prune
     from .pull import pull
+    from .quantize import quantize
     from .rm import rm
     from .run import run
     from .serve import serve
@@ -63,7 +64,8 @@ def _register() -> None:
     from .tokenize import tokenize
     from .verify import verify
 
-    for command in (show, tokenize, run, perplexity, bench, serve, verify, pull, ls, rm, cp, prune):
+    commands = (show, tokenize, run, perplexity, bench, serve, verify, pull, ls, rm, cp, prune)
+    for command in (*commands, quantize):
         cli.add_command(command)
 
 

@@ -130,9 +130,11 @@ def create(
     license: str | None = None,
 ) -> ModelEntry:
     """Store a model named `model`: the layers of `from_` (a stored name or a GGUF path) or the
-    GGUF blob `model_digest` (see import_blob), with the given layers replacing theirs."""
-    if (from_ is None) == (model_digest is None):
-        raise LlamayError("create needs exactly one of from_ (a model) and model_digest (a blob)")
+    GGUF blob `model_digest` (see import_blob), with the given layers replacing theirs. Given
+    both, `from_` (a stored name) gives the layers and `model_digest` the model: a quantized
+    copy keeps its source's template and parameters."""
+    if from_ is None and model_digest is None:
+        raise LlamayError("create needs from_ (a model) or model_digest (a blob), or both")
     with store_lock(exclusive=False):  # what it stores stays until the manifest names it
         return _create(model, from_, model_digest, template, system, params, license)
 
@@ -146,16 +148,17 @@ def _create(
     params: dict | None,
     license: str | None,
 ) -> ModelEntry:
+    layers = {}
+    if from_ is not None and not Path(from_).expanduser().is_file():
+        base = model_info(from_).manifest
+        layers = {layer["mediaType"]: (layer["digest"], layer["size"]) for layer in base["layers"]}
     if model_digest is not None:
         if not has_blob(model_digest):
             raise ModelNotFound(f"blob {model_digest} is not in the store; upload it first")
-        layers = {MODEL: (model_digest, blob_path(model_digest).stat().st_size)}
-    elif Path(from_).expanduser().is_file():
+        layers[MODEL] = (model_digest, blob_path(model_digest).stat().st_size)
+    elif not layers:
         path = Path(from_).expanduser()
         layers = {MODEL: (import_file(path), path.stat().st_size)}
-    else:
-        base = model_info(from_).manifest
-        layers = {layer["mediaType"]: (layer["digest"], layer["size"]) for layer in base["layers"]}
     texts = {TEMPLATE: template, SYSTEM: system, LICENSE: license}
     if params is not None:
         texts[PARAMS] = json.dumps(params)
