@@ -22,12 +22,21 @@ import falcon
 import numpy as np
 
 from llamay import gguf, store
-from llamay.errors import LlamayError, ModelNotFound
+from llamay.errors import LlamayError, ModelFormatError, ModelNotFound
+from llamay.gguf.quantize import (
+    FILE_TYPES,
+    Plan,
+    QuantizeOptions,
+    UnsupportedQuantization,
+    plan_file,
+)
 from llamay.server.answer import reasoning_of
 from llamay.server.errors import ApiError
 from llamay.server.state import Route, ServerState
 from llamay.store import prune
+from llamay.store.blobs import blob_path
 from llamay.store.names import looks_like_path
+from llamay.store.quantized import store_quantized
 from llamay.tokenizer.chat import template_source
 
 NDJSON = "application/x-ndjson"
@@ -233,10 +242,11 @@ class _Create(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = self.body(req)
         name = new_name(model_name(body), "model")
-        for unsupported in ("quantize", "adapters", "messages"):
+        for unsupported in ("adapters", "messages"):
             if body.get(unsupported):
                 raise ApiError(400, f"create does not support {unsupported!r}", unsupported)
         kwargs = self._source(body)
+        quantizing = self._quantization(body, kwargs)
         for field in ("template", "system"):
             if body.get(field) is not None:
                 kwargs[field] = _text(body, field)
@@ -254,12 +264,43 @@ class _Create(Route):
 
         def create(progress: Callable[[dict], None]) -> None:
             progress({"status": "parsing GGUF"})
-            store.create(name, **kwargs)
+            if quantizing is None:
+                store.create(name, **kwargs)
+            else:
+                quantizing.store(name, kwargs, progress)
             self.state.models.unload(name)
             progress({"status": "writing manifest"})
             progress({"status": "success"})
 
         _run(resp, body, create)
+
+    def _quantization(self, body: dict[str, Any], kwargs: dict[str, Any]) -> _Quantization | None:
+        """What `quantize` asks for, checked (400) before anything is stored."""
+        type_name = body.get("quantize")
+        if type_name is None or type_name == "":
+            return None
+        if not isinstance(type_name, str):
+            raise ApiError(400, "quantize must be a quantization type such as q4_K_M", "quantize")
+        if "model_digest" in kwargs:
+            if not store.has_blob(kwargs["model_digest"]):
+                raise ApiError(404, f"blob {kwargs['model_digest']} not found", "files")
+            source, base = blob_path(kwargs["model_digest"]), None
+        elif Path(kwargs["from_"]).is_file():
+            source, base = Path(kwargs["from_"]), None
+        else:
+            source, base = store.model_path(kwargs["from_"]), kwargs["from_"]
+        options = QuantizeOptions(type_name)
+        try:
+            quantized = {t.type for t in gguf.read(source).tensors.values()} - _PLAIN
+            if quantized:  # as Ollama: only a model of plain numbers is quantized
+                raise UnsupportedQuantization(
+                    f"quantize works from F16, BF16 or F32 models; this one holds "
+                    f"{', '.join(sorted(quantized))} tensors already"
+                )
+            plan = plan_file(source, options)
+        except (UnsupportedQuantization, ModelFormatError) as error:
+            raise ApiError(400, str(error), "quantize") from None
+        return _Quantization(source, base, options, plan)
 
     def _source(self, body: dict[str, Any]) -> dict[str, Any]:
         """The model the new one is made from: `files` (one uploaded GGUF blob) or `from` (a
@@ -281,6 +322,56 @@ class _Create(Route):
         if len(ggufs) != 1 or len(files) != 1:
             raise ApiError(400, "files must hold exactly one .gguf file", "files")
         return {"model_digest": ggufs[0]}
+
+
+class _Quantization:
+    """A create with `quantize`: the model's file quantized into a new blob, the rest of the
+    model (a stored source's template and parameters, the request's own) as create keeps it.
+    Progress as Ollama reports it: the source's type, the new one, bytes of the source file."""
+
+    def __init__(
+        self, source: Path, base: str | None, options: QuantizeOptions, plan: Plan
+    ) -> None:
+        self.source, self.base, self.options, self.plan = source, base, options, plan
+
+    def store(self, name: str, kwargs: dict[str, Any], progress: Callable[[dict], None]) -> None:
+        status = f"quantizing {self._source_type()} model to {self.plan.file_type.name}"
+        size, tensor_bytes, done = self.source.stat().st_size, max(1, self.plan.source_bytes), 0
+
+        def report(n: int) -> None:
+            nonlocal done
+            done += n
+            completed = size * done // tensor_bytes
+            progress(
+                {"status": status, "digest": _NO_DIGEST, "total": size, "completed": completed}
+            )
+
+        texts = {
+            k: v for k, v in kwargs.items() if k in ("template", "system", "license", "params")
+        }
+        store_quantized(
+            self.source,
+            name,
+            self.options,
+            base=self.base,
+            progress=report,
+            plan=self.plan,
+            **texts,
+        )
+
+    def _source_type(self) -> str:
+        """The source's file type, or where it names none its matrices' commonest type."""
+        named = _FILE_TYPE_NAMES.get(gguf.read(self.source).metadata.get("general.file_type"))
+        if named is not None:
+            return named
+        types = [step.source.type for step in self.plan.steps if len(step.info.shape) > 1]
+        return max(set(types), key=types.count) if types else "unknown"
+
+
+_PLAIN = {"F32", "F16", "BF16"}
+# the digest Ollama gives its quantization progress events
+_NO_DIGEST = "0000000000000000000"
+_FILE_TYPE_NAMES = {ftype.id: ftype.name for ftype in FILE_TYPES.values()}
 
 
 class _Copy(Route):

@@ -13,6 +13,7 @@ import httpx
 import ollama
 import pytest
 
+from llamay.gguf.quantize import QuantizeOptions, quantize
 from llamay.store.manifests import MODEL, PARAMS
 
 from helpers.registry_server import RegistryServer
@@ -118,6 +119,45 @@ def test_create_from_an_uploaded_blob_then_copy_and_delete(client, tiny_file):
     assert not {"tiny-made:latest", "tiny-copy:latest", "tiny-from:latest"} & set(names(client))
     head = httpx.head(f"{client._client.base_url}/api/blobs/{digest}")
     assert head.status_code == 404  # deleted with the last name that used it
+
+
+def test_create_with_quantize_stores_a_quantized_copy(client, tiny_file, tmp_path):
+    digest = client.create_blob(tiny_file)
+    assert (
+        client.create(model="tiny-f32", files={"tiny.gguf": digest}, system="Be brief.").status
+        == "success"
+    )
+    events = list(client.create(model="tiny-q8", from_="tiny-f32", quantize="q8_0", stream=True))
+    assert events[-1].status == "success"
+    quantizing = [e for e in events if e.status == "quantizing F32 model to Q8_0"]
+    assert (
+        quantizing and quantizing[-1].completed == quantizing[-1].total == tiny_file.stat().st_size
+    )
+    shown = client.show("tiny-q8")
+    assert shown.details.quantization_level == "Q8_0"
+    assert show_json(client, "tiny-q8")["system"] == "Be brief."  # the source's other layers
+    # the blob is the file `llamay quantize` writes
+    expected = tmp_path / "q8.gguf"
+    quantize(tiny_file, expected, QuantizeOptions("Q8_0"))
+    blob = f"sha256:{hashlib.sha256(expected.read_bytes()).hexdigest()}"
+    assert httpx.head(f"{client._client.base_url}/api/blobs/{blob}").status_code == 200
+    # from an uploaded file, not streamed
+    made = client.create(model="tiny-q4", files={"tiny.gguf": digest}, quantize="Q4_K_M")
+    assert made.status == "success"
+    assert client.show("tiny-q4").details.quantization_level == "Q4_K_M"
+    for wrong, message in (
+        ("iq2_xs", "does not write IQ2_XS"),
+        ("q9", "unknown quantization type"),
+    ):
+        with pytest.raises(ollama.ResponseError) as refused:
+            client.create(model="x", from_="tiny-f32", quantize=wrong)
+        assert refused.value.status_code == 400 and message in refused.value.error
+    with pytest.raises(ollama.ResponseError) as refused:
+        client.create(model="x", from_="tiny-q8", quantize="q4_0")
+    assert refused.value.status_code == 400 and "holds Q8_0 tensors already" in refused.value.error
+    assert "x:latest" not in names(client)
+    for name in ("tiny-q4", "tiny-q8", "tiny-f32"):
+        assert client.delete(name).status == "success"
 
 
 def test_store_mistakes_are_4xx(client, server):
