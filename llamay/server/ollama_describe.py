@@ -239,13 +239,14 @@ def _describe_models(ndjson: str) -> None:
     describe(
         "POST",
         "/api/create",
-        "Create a model from another one or from an uploaded GGUF blob",
+        "Create a model from another one or from an uploaded GGUF blob, quantized or not",
         tag="ollama",
         request=_request(
             {
                 "model": _STRING,
                 "from": _STRING,
                 "files": {"type": "object", "additionalProperties": _STRING},
+                "quantize": _STRING,
                 "template": _STRING,
                 "system": _STRING,
                 "license": {"oneOf": [_STRING, {"type": "array", "items": _STRING}]},
