@@ -1009,14 +1009,32 @@ static void quantize_row_q6_K_weighted(const float *x, void *vy, int64_t n, cons
    with an importance matrix (ggml's quantize_row_q{4,5}_{0,1}_impl): each block fitted with
    importance weights, sigma2 being the mean square of the whole row. */
 
+/* A Q4_0 or Q5_0 block fitted with importance weights: its scale, and L the levels plus
+   nmax. */
+static float fit_weighted_block(const float *x, const float *qw, float sigma2, int nmax,
+                                int8_t L[32]) {
+    float weights[32];
+    importance(32, x, qw, sigma2, weights, NULL);
+    return fit_signed_scale(32, nmax, x, weights, L);
+}
+
+/* A Q4_1 or Q5_1 block fitted with importance weights: its scale and min (as stored), and
+   L the levels. */
+static void fit_weighted_block_min(const float *x, const float *qw, float sigma2, int nmax,
+                                   uint8_t L[32], ggml_half *d, ggml_half *m) {
+    float weights[32], neg_min;
+    importance(32, x, qw, sigma2, weights, NULL);
+    const float scale = fit_scale_min(32, nmax, x, weights, L, &neg_min, -0.9f, 0.05f, 36, 0);
+    *d = llamay_fp32_to_fp16_scalar(scale);
+    *m = llamay_fp32_to_fp16_scalar(-neg_min);
+}
+
 static void quantize_row_q4_0_weighted(const float *x, void *vy, int64_t n, const float *qw) {
     block_q4_0 *y = vy;
     const float sigma2 = sum_of_squares(n, x) / n;
-    float weights[QK4_0];
     int8_t L[QK4_0];
     for (int64_t ib = 0; ib < n / QK4_0; ib++, x += QK4_0, qw += QK4_0) {
-        importance(QK4_0, x, qw, sigma2, weights, NULL);
-        y[ib].d = llamay_fp32_to_fp16_scalar(fit_signed_scale(QK4_0, 8, x, weights, L));
+        y[ib].d = llamay_fp32_to_fp16_scalar(fit_weighted_block(x, qw, sigma2, 8, L));
         for (int j = 0; j < QK4_0 / 2; j++) y[ib].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
     }
 }
@@ -1024,13 +1042,9 @@ static void quantize_row_q4_0_weighted(const float *x, void *vy, int64_t n, cons
 static void quantize_row_q4_1_weighted(const float *x, void *vy, int64_t n, const float *qw) {
     block_q4_1 *y = vy;
     const float sigma2 = sum_of_squares(n, x) / n;
-    float weights[QK4_1], neg_min;
     uint8_t L[QK4_1];
     for (int64_t ib = 0; ib < n / QK4_1; ib++, x += QK4_1, qw += QK4_1) {
-        importance(QK4_1, x, qw, sigma2, weights, NULL);
-        const float d = fit_scale_min(QK4_1, 15, x, weights, L, &neg_min, -0.9f, 0.05f, 36, 0);
-        y[ib].d = llamay_fp32_to_fp16_scalar(d);
-        y[ib].m = llamay_fp32_to_fp16_scalar(-neg_min);
+        fit_weighted_block_min(x, qw, sigma2, 15, L, &y[ib].d, &y[ib].m);
         for (int j = 0; j < QK4_1 / 2; j++) y[ib].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
     }
 }
@@ -1038,11 +1052,9 @@ static void quantize_row_q4_1_weighted(const float *x, void *vy, int64_t n, cons
 static void quantize_row_q5_0_weighted(const float *x, void *vy, int64_t n, const float *qw) {
     block_q5_0 *y = vy;
     const float sigma2 = sum_of_squares(n, x) / n;
-    float weights[QK5_0];
     int8_t L[QK5_0];
     for (int64_t ib = 0; ib < n / QK5_0; ib++, x += QK5_0, qw += QK5_0) {
-        importance(QK5_0, x, qw, sigma2, weights, NULL);
-        y[ib].d = llamay_fp32_to_fp16_scalar(fit_signed_scale(QK5_0, 16, x, weights, L));
+        y[ib].d = llamay_fp32_to_fp16_scalar(fit_weighted_block(x, qw, sigma2, 16, L));
         pack_q5((const uint8_t *)L, y[ib].qs, y[ib].qh);
     }
 }
@@ -1050,13 +1062,9 @@ static void quantize_row_q5_0_weighted(const float *x, void *vy, int64_t n, cons
 static void quantize_row_q5_1_weighted(const float *x, void *vy, int64_t n, const float *qw) {
     block_q5_1 *y = vy;
     const float sigma2 = sum_of_squares(n, x) / n;
-    float weights[QK5_1], neg_min;
     uint8_t L[QK5_1];
     for (int64_t ib = 0; ib < n / QK5_1; ib++, x += QK5_1, qw += QK5_1) {
-        importance(QK5_1, x, qw, sigma2, weights, NULL);
-        const float d = fit_scale_min(QK5_1, 31, x, weights, L, &neg_min, -0.9f, 0.05f, 36, 0);
-        y[ib].d = llamay_fp32_to_fp16_scalar(d);
-        y[ib].m = llamay_fp32_to_fp16_scalar(-neg_min);
+        fit_weighted_block_min(x, qw, sigma2, 31, L, &y[ib].d, &y[ib].m);
         pack_q5(L, y[ib].qs, y[ib].qh);
     }
 }
