@@ -188,3 +188,22 @@ def test_imatrix_keys_are_recorded_as_llama_quantize_records_them(model, tmp_pat
         "quantize.imatrix.chunks_count",
     ]
     assert [meta[k] for k in list(meta)[-4:]] == ["m.gguf", "wiki.train.raw", 4, 33]
+
+
+def test_a_file_of_another_alignment_keeps_it(tmp_path):
+    # llama-quantize copies general.alignment but aligns the data to 32, a file it cannot
+    # read back itself; llamay aligns the data as the key says
+    meta = {
+        "general.architecture": "llama",
+        "llama.block_count": Typed(1, ValueType.UINT32),
+        "general.alignment": Typed(64, ValueType.UINT32),
+    }
+    rows = np.random.default_rng(3).standard_normal((40, 256)).astype(np.float16)
+    source = gguf.write(
+        tmp_path / "a64.gguf", meta, {"blk.0.ffn_up.weight": rows, "x.bias": np.ones(3, np.float32)}
+    )
+    quantize(source, tmp_path / "q.gguf", QuantizeOptions("Q8_0"))
+    written = gguf.read(tmp_path / "q.gguf")
+    assert written.alignment == 64
+    assert all(t.offset % 64 == 0 for t in written.tensors.values())
+    assert written.tensors["blk.0.ffn_up.weight"].type == "Q8_0"
