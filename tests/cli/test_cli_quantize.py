@@ -72,18 +72,10 @@ def test_writes_llama_quantizes_file(llama, tmp_path, monkeypatch):
 
 
 def test_user_mistakes_are_one_line_errors(llama, tmp_path):
+    # (the refusals themselves: tests/gguf/test_quantize_*.py; here, that each is one line)
     out = str(tmp_path / "out.gguf")
     assert_user_error(
         run_llamay("quantize", str(llama), out, "IQ2_XS"), "does not write IQ2_XS files"
-    )
-    assert_user_error(
-        run_llamay("quantize", str(llama), out, "Q9"), "unknown quantization type 'Q9'"
-    )
-    assert_user_error(
-        run_llamay("quantize", str(tmp_path / "none.gguf"), out, "Q8_0"), "none.gguf: no such file"
-    )
-    assert_user_error(
-        run_llamay("quantize", str(llama), out, "Q2_K_S"), "Q2_K_S needs an importance matrix"
     )
     assert_user_error(
         run_llamay("quantize", str(llama), out, "Q4_K_M", "--imatrix", str(tmp_path / "no.dat")),
@@ -97,8 +89,7 @@ def test_user_mistakes_are_one_line_errors(llama, tmp_path):
     assert_user_error(
         run_llamay("quantize", str(q8), out, "Q4_0"), "is already Q8_0", "--allow-requantize"
     )
-    assert run_llamay("quantize", str(q8), out, "Q4_0", "--allow-requantize").returncode == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.gguf", "out.gguf", "q8.gguf"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.gguf", "q8.gguf"]
 
 
 def test_store_names_in_and_out(llama, tmp_path):
