@@ -25,6 +25,7 @@ from llamay.errors import (
     TokenizerError,
     UnsupportedCPU,
     UnsupportedModel,
+    UnsupportedQuantization,
 )
 from llamay.store import resolve_model
 from llamay.tokenizer import Tokenizer, read_tokenizer
@@ -41,6 +42,7 @@ __all__ = [
     "TokenizerError",
     "UnsupportedCPU",
     "UnsupportedModel",
+    "UnsupportedQuantization",
     "__version__",
     "gguf",
     "load",

@@ -15,6 +15,11 @@ class UnsupportedModel(LlamayError):
     """A valid model that llamay declines: an architecture or weight type it does not run."""
 
 
+class UnsupportedQuantization(LlamayError):
+    """A quantization llamay does not write (an i-quant, a ternary type), or cannot write for
+    this file (a shape no type fits, an importance matrix that is missing or does not fit)."""
+
+
 class UnsupportedCPU(LlamayError):
     """The compiled kernels need an instruction this CPU does not have."""
 

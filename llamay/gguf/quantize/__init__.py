@@ -14,15 +14,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from llamay.errors import UnsupportedQuantization
 from llamay.gguf.quantize.convert import carry_out, default_threads
-from llamay.gguf.quantize.file_types import (
-    ALIASES,
-    DECLINED,
-    FILE_TYPES,
-    FileType,
-    UnsupportedQuantization,
-    file_type,
-)
+from llamay.gguf.quantize.file_types import ALIASES, DECLINED, FILE_TYPES, FileType, file_type
 from llamay.gguf.quantize.imatrix import ImportanceMatrix, read_imatrix, write_imatrix
 from llamay.gguf.quantize.plan import Plan, QuantizeOptions, Step, file_order, make_plan
 from llamay.gguf.reader import read

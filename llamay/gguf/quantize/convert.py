@@ -14,8 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 
 from llamay._core import quants as _kernels
-from llamay.errors import ModelFormatError
-from llamay.gguf.quantize.file_types import UnsupportedQuantization
+from llamay.errors import ModelFormatError, UnsupportedQuantization
 from llamay.gguf.quantize.plan import Plan, Step
 from llamay.gguf.reader import FileSpan
 from llamay.gguf.types import BY_NAME

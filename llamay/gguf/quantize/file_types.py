@@ -9,12 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llamay.errors import LlamayError
-
-
-class UnsupportedQuantization(LlamayError):
-    """A quantization llamay does not write (an i-quant, a ternary type), or cannot write for
-    this file (a shape no type fits, an importance matrix that is missing or does not fit)."""
+from llamay.errors import UnsupportedQuantization
 
 
 @dataclass(frozen=True)

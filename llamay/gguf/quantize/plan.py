@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from llamay.errors import UnsupportedQuantization
 from llamay.gguf.format import ValueType
-from llamay.gguf.quantize.file_types import FileType, UnsupportedQuantization, file_type
+from llamay.gguf.quantize.file_types import FileType, file_type
 from llamay.gguf.quantize.imatrix import ImportanceMatrix
 from llamay.gguf.quantize.rules import (
     ModelFacts,

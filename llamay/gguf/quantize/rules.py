@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from llamay.gguf.quantize.file_types import FileType, UnsupportedQuantization
+from llamay.errors import UnsupportedQuantization
+from llamay.gguf.quantize.file_types import FileType
 from llamay.gguf.types import BY_NAME
 
 _RWKV_PARTS = ("first", "w0", "w1", "w2", "v0", "v1", "v2", "a0", "a1", "a2", "g1", "g2",
