@@ -3,11 +3,15 @@ store names in and out, and Ctrl-C that leaves nothing behind."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
+import pty
 import signal
+import struct
 import subprocess
+import termios
 import time
 from pathlib import Path
 
@@ -120,6 +124,32 @@ def test_store_names_in_and_out(llama, tmp_path):
     assert out.read_bytes() == entry.path.read_bytes()  # nothing to convert: copied
     for name in ("quant-test", "quant-chat", "quant-chat-q4"):
         store.remove(name)
+
+
+def test_a_progress_bar_on_a_terminal(llama, tmp_path):
+    controller, terminal = pty.openpty()
+    # a terminal of 80 columns: a new pseudo-terminal has none, and tqdm draws into none
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    process = subprocess.Popen(
+        [str(LLAMAY), "quantize", str(llama), str(tmp_path / "q.gguf"), "Q8_0"],
+        stdin=subprocess.DEVNULL,
+        stdout=terminal,
+        stderr=terminal,
+    )
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    assert process.wait(timeout=120) == 0
+    assert b"Q8_0:" in shown and b"\r" in shown  # tqdm's bar, redrawn in place
+    assert b"quantized " in shown
 
 
 def test_ctrl_c_leaves_no_output(tmp_path):
