@@ -17,8 +17,10 @@ rebinding). So, in this order (docs/security.md):
    answers to an allowed origin carry Access-Control-Allow-Origin.
 4. With an API key, every other request must carry it.
 
-Requiring `Content-Type: application/json` on JSON routes (errors.read_json) closes the last
-door: a page can send a cross-origin request without a preflight only as a form or text/plain.
+JSON routes refuse a body sent as a form or text/plain (errors.read_json): the types a page may
+send cross-origin without a preflight. A body without a Content-Type is read as JSON (clients
+such as litellm send none); a browser sends such a body cross-origin only with its Origin, which
+check 2 refuses.
 """
 
 from __future__ import annotations

@@ -527,8 +527,8 @@ class Outcome:
 
 
 class Unsampled:
-    """A choice that generates nothing (completions with max_tokens 0 and echo: the prompt is
-    only scored), in the shape of a finished Generation."""
+    """A choice that generates nothing (max_tokens 0; with echo, the prompt is only scored), in
+    the shape of a finished Generation."""
 
     finish_reason = "length"
     error = None

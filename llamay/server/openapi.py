@@ -59,7 +59,7 @@ MODEL_ROUTE_ERRORS = {
 _GUARD_ERRORS = {
     403: "a foreign Origin on a route that changes things, or (without an API key) a Host that is not this server's"
 }
-_JSON_ERRORS = {415: "the body is not sent as application/json"}
+_JSON_ERRORS = {415: "the body is sent as another type than application/json"}
 
 
 def parameter(name: str, nullable: bool | None = None) -> dict[str, Any]:
