@@ -8,6 +8,7 @@ import time
 import click
 
 from llamay.errors import LlamayError
+from llamay.system import kernels_line, system_info
 from llamay.verify import run_checks
 
 from .engine_options import kv_type_option
@@ -21,7 +22,7 @@ BUILTIN = "built-in synthetic model"
     "--json",
     "as_json",
     is_flag=True,
-    help='Print {"model", "passed", "checks": [{"name", "passed", "figure", ...}]}.',
+    help='Print {"model", "passed", "system", "checks": [{"name", "passed", "figure", ...}]}.',
 )
 @kv_type_option("the KV cache the checks run with")
 def verify(model: str | None, as_json: bool, kv_type: str | None) -> None:
@@ -30,10 +31,14 @@ def verify(model: str | None, as_json: bool, kv_type: str | None) -> None:
     The same tokens are evaluated with 1, 2 and all threads; alone and beside three other
     sequences; whole, in chunks and token by token; in forks and in cold contexts; before and
     after a snapshot round trip; and seeded generations are repeated. Every logit must match
-    bit for bit. Without MODEL the checks run in seconds on a small synthetic model. Exits 1
-    if any check fails.
+    bit for bit, and on every kernel set this CPU runs. Without MODEL the checks run in seconds
+    on a small synthetic model. The first line names the kernel set and the CPU. Exits 1 if any
+    check fails.
     """
     started = time.perf_counter()
+    system = system_info()
+    if not as_json:
+        click.echo(kernels_line(system))
     checks = []
     for check in run_checks(model, kv_type=kv_type):
         checks.append(check)
@@ -46,6 +51,7 @@ def verify(model: str | None, as_json: bool, kv_type: str | None) -> None:
         report = {
             "model": label,
             "passed": not failed,
+            "system": system,
             "checks": [check.as_json() for check in checks],
         }
         click.echo(json.dumps(report))

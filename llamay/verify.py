@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 import llamay
+from llamay._core import _cpu
 from llamay.engine import Context, Model
 from llamay.errors import SnapshotMismatch
 from llamay.models.synthetic import write_builtin
@@ -97,11 +98,19 @@ def run_checks(
             path = write_builtin(work / "synthetic.gguf")
         # A snapshot must be refused by a model of other weights; synthetic ones cost nothing.
         other = write_builtin(work / "other-weights.gguf", seed=1)
-        counts = sorted({1, 2, len(os.sched_getaffinity(0))})
-        models = {
-            k: llamay.load(path, threads=k, n_ctx=N_CTX, page_tokens=PAGE_TOKENS, kv_type=kv_type)
-            for k in counts
-        }
+        counts = sorted({1, 2, _cpu.cpu_count()})
+
+        def load(threads: int, kernels: str | None = None) -> Model:
+            return llamay.load(
+                path,
+                threads=threads,
+                n_ctx=N_CTX,
+                page_tokens=PAGE_TOKENS,
+                kv_type=kv_type,
+                kernels=kernels,
+            )
+
+        models = {k: load(k) for k in counts}
         try:
             main = models[counts[-1]]
             sequence = token_stream(main, SEQUENCE)
@@ -128,6 +137,10 @@ def run_checks(
                 ),
                 ("seeded sampling", lambda name: check_sampling(name, models, sequence[:40])),
                 ("prompt lookup (on, off)", lambda name: check_lookup(name, main)),
+                (
+                    f"kernel sets ({', '.join(_cpu.usable_kernel_sets())})",
+                    lambda name: check_kernel_sets(name, main, load, sequence),
+                ),
             ]
             # (an encoder's steps replace the decoder's: it has no generation, forks or chunks)
             for name, step in steps:
@@ -219,6 +232,28 @@ def check_thread_counts(name: str, models: dict[int, Model], sequence: list[int]
     deep = token_stream(next(iter(models.values())), DEEP + DECODE, offset=3)
     deep_first, *deep_rest = [deep_decode(m, deep) for m in models.values()]
     pairs = [(first, other) for other in rest] + [(deep_first, other) for other in deep_rest]
+    return compare_logits(name, pairs)
+
+
+# Tokens each kernel set computes: the plain C reference set takes a while on a large model.
+KERNEL_SET_TOKENS = 64
+
+
+def check_kernel_sets(
+    name: str, main: Model, load: Callable[[int, str], Model], sequence: list[int]
+) -> Check:
+    """The sequence's first KERNEL_SET_TOKENS on a model loaded with each kernel set this CPU
+    runs (one at a time), against the model as loaded (its best set, or LLAMAY_KERNELS's)."""
+    ids = sequence[:KERNEL_SET_TOKENS]
+    expected = cold(main, ids)
+    pairs = []
+    for kernels in _cpu.usable_kernel_sets():
+        if kernels != main.kernels:
+            model = load(main.threads, kernels)
+            try:
+                pairs.append((expected, cold(model, ids)))
+            finally:
+                model.close()
     return compare_logits(name, pairs)
 
 

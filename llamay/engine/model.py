@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from llamay import backends, gguf
+from llamay._core._cpu import cpu_count
 from llamay.backends import Batch
 from llamay.engine.generate import Generation, generate
 from llamay.engine.pooling import RankHead, finished, pooled
@@ -60,7 +61,7 @@ class Model:
         kv_type: str | None = None,
         page_tokens: int = 32,
         n_batch: int = DEFAULT_N_BATCH,
-        kernels: str = "best",
+        kernels: str | None = None,
         prefix_cache: bool = True,
         backend: str = "cpu",
         lookup: int = 0,
@@ -70,7 +71,7 @@ class Model:
         self.arch = check_supported(self.file)
         self.hparams: HParams = from_metadata(self.file.metadata)
         hp = self.hparams
-        self.threads = len(os.sched_getaffinity(0)) if threads is None else int(threads)
+        self.threads = cpu_count() if threads is None else int(threads)
         if self.threads < 1:
             raise ValueError(f"threads must be at least 1, not {self.threads}")
         self.n_ctx = min(DEFAULT_N_CTX, hp.n_ctx_train) if n_ctx is None else int(n_ctx)
@@ -121,7 +122,12 @@ class Model:
             raise too_big
         try:
             self.executor = self.backend.bind(
-                spec, layout, n_pages, threads=self.threads, max_tokens=n_batch, kernels=kernels
+                spec,
+                layout,
+                n_pages,
+                threads=self.threads,
+                max_tokens=n_batch,
+                kernels=kernels,
             )
         except MemoryError:
             raise too_big from None

@@ -31,6 +31,7 @@ from llamay.server.ollama_options import OLLAMA_OPTIONS
 from llamay.server.ollama_template import render_template
 from llamay.server.state import Route, ServerState
 from llamay.server.watch import cancelled_on_disconnect
+from llamay.system import system_info
 
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
@@ -55,7 +56,14 @@ class _Root:
 
 class _Version:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = {"version": __version__}
+        # Ollama's one key, then what a bug report needs: the kernel set and the CPU
+        info = system_info()
+        resp.media = {
+            "version": __version__,
+            "kernels": info["kernels"],
+            "cpu": info["cpu"],
+            "cpu_features": info["features"],
+        }
 
 
 # --- generate and chat -------------------------------------------------------------------------

@@ -87,7 +87,15 @@ def describe_routes() -> None:
         "/api/version",
         "The server's version",
         tag="ollama",
-        response={"type": "object", "properties": {"version": _STRING}},
+        response={
+            "type": "object",
+            "properties": {
+                "version": _STRING,
+                "kernels": {"type": ["string", "null"]},
+                "cpu": _STRING,
+                "cpu_features": {"type": "array", "items": _STRING},
+            },
+        },
     )
     common = {
         "model": _STRING,
