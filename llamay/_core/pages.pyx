@@ -346,6 +346,13 @@ cdef class PageTable:
         """The page's refcount: 0 for a free page."""
         return self._refcounts[self._page_id(page)]
 
+    def refcounts(self, const int32_t[::1] pages) -> np.ndarray:
+        """The refcount of each page id of pages (int32; 0 for a free page)."""
+        ids = np.asarray(pages)
+        if ids.size and not (0 <= ids.min() and ids.max() < self.n_pages):
+            raise IndexError(f"page ids must be in 0..{self.n_pages - 1}")
+        return np.asarray(self._refcounts)[ids]
+
     def all_in_use(self, const int32_t[::1] pages) -> bool:
         """Whether every id of pages is an allocated page."""
         cdef Py_ssize_t i

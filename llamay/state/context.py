@@ -91,6 +91,13 @@ class Context:
         """The page list itself, for the KV cache's verbs and the forward step."""
         return self._pages
 
+    def page_sharing(self) -> dict[str, int]:
+        """The pages this context holds: in all, those another context holds too (a fork, or
+        one it was forked from: no memory of their own), and its own (freed when it closes)."""
+        self.check_open()
+        shared = self._cache.shared(self._pages)
+        return {"total": len(self._pages), "shared": shared, "own": len(self._pages) - shared}
+
     @property
     def closed(self) -> bool:
         return self._closed
