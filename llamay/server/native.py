@@ -4,7 +4,8 @@ A context is made from a model and a prompt (or chat messages), generated in (th
 what was generated, so the next request goes on from there), forked (copy-on-write: no page is
 copied until one side writes), saved to a snapshot file and restored from one, and deleted.
 A context made from messages keeps its conversation (transcript.py): a generate request may add
-turns to it through the chat template, and reading the context gives it back.
+turns to it through the chat template, and reading the context gives it back. A running
+generation can be cancelled by another request (the stream still ends with its `done` event).
 `GET /llamay/v1/stats` gives each loaded model's KV page accounting.
 
 Errors have the OpenAI shape, `{"error": {"message", "type", "param", "code"}}` (errors.py).
@@ -68,6 +69,7 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
     app.add_route(f"{PREFIX}/contexts/{{context_id}}", _OneContext(registry))
     app.add_route(f"{PREFIX}/contexts/{{context_id}}/generate", _Generate(state, registry))
     app.add_route(f"{PREFIX}/contexts/{{context_id}}/fork", _Fork(registry))
+    app.add_route(f"{PREFIX}/contexts/{{context_id}}/cancel", _Cancel(registry))
     app.add_route(f"{PREFIX}/contexts/{{context_id}}/snapshot", _Snapshot(registry))
     app.add_route(f"{PREFIX}/stats", _Stats(state, registry))
     describe_routes()
@@ -186,6 +188,23 @@ class _Fork:
         resp.set_header("Location", f"{PREFIX}/contexts/{child.id}")
         _name_session(req, resp, child.id)
         resp.media = child.describe()
+
+
+class _Cancel:
+    """Ends the generation running in a context, if one is: it stops before its next token,
+    and its request answers as usual, with finish_reason "cancelled"."""
+
+    def __init__(self, registry: ContextRegistry) -> None:
+        self.registry = registry
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
+        entry = self.registry.get(context_id)
+        generation = entry.generation
+        running = generation is not None and generation.finish_reason is None
+        if running:
+            generation.cancel()
+        _name_session(req, resp, entry.id)
+        resp.media = {"id": entry.id, "cancelled": running}
 
 
 class _Snapshot:

@@ -178,6 +178,18 @@ def describe_routes() -> None:
         errors=context_errors,
     )
     openapi.describe(
+        "POST",
+        f"{PREFIX}/contexts/{{context_id}}/cancel",
+        "Cancel the generation running in a context (its request ends as cancelled)",
+        tag="llamay",
+        path_params={"context_id": _CONTEXT_ID},
+        response={
+            "type": "object",
+            "properties": {"id": {"type": "string"}, "cancelled": {"type": "boolean"}},
+        },
+        errors={404: "no such context"},
+    )
+    openapi.describe(
         "GET",
         f"{PREFIX}/contexts/{{context_id}}/snapshot",
         "Download a context's snapshot file",

@@ -1,6 +1,7 @@
 """What the chat page asks of llamay's own API, against a real `llamay serve` with Gemma 3 270M:
 a context made from messages keeps its conversation, takes new turns through the chat
-template, carries its conversation in its snapshot, and tells its pages shared and its own.
+template, carries its conversation in its snapshot, tells its pages shared and its own, and
+a running generation can be cancelled from another request.
 
 Token lists are read from snapshots (their TOKS section), so contexts are compared exactly.
 """
@@ -186,3 +187,39 @@ def test_pages_are_told_shared_or_own(api, server):
     api.delete(f"/llamay/v1/contexts/{child['id']}")
     assert describe(api, parent["id"])["pages"]["shared"] == 0
     api.delete(f"/llamay/v1/contexts/{parent['id']}")
+
+
+def test_a_running_generation_is_cancelled_by_another_request(api, server):
+    chat = create(api, server, messages=[QUESTION])
+    received, done = [], None
+    body = {"max_tokens": 500, "temperature": 1.0, "seed": 1, "stream": True}
+    with api.stream("POST", f"/llamay/v1/contexts/{chat['id']}/generate", json=body) as stream:
+        name = None
+        for line in stream.iter_lines():
+            if line.startswith("event: "):
+                name = line[len("event: ") :]
+                continue
+            if not line.startswith("data: "):
+                continue
+            data = json.loads(line[len("data: ") :])
+            if name == "token":
+                received.append(data)
+                if len(received) == 2:
+                    cancelled = api.post(f"/llamay/v1/contexts/{chat['id']}/cancel")
+                    assert cancelled.status_code == 200
+                    assert cancelled.json() == {"id": chat["id"], "cancelled": True}
+            elif name == "done":
+                done = data
+    assert done is not None and done["finish_reason"] == "cancelled"
+    generated = [piece["token"] for piece in received if "token" in piece]
+    assert 2 <= len(generated) < 500
+    # the context holds everything the stream sent, and its conversation says it
+    assert done["n_tokens"] == chat["n_tokens"] + len(generated)
+    assert tokens(api, chat["id"])[chat["n_tokens"] :] == generated
+    text = "".join(piece["text"] for piece in received)
+    assert describe(api, chat["id"])["messages"][-1] == {"role": "assistant", "content": text}
+    # idle: nothing to cancel
+    again = api.post(f"/llamay/v1/contexts/{chat['id']}/cancel")
+    assert again.json() == {"id": chat["id"], "cancelled": False}
+    assert api.post("/llamay/v1/contexts/ctx-0000000000000000/cancel").status_code == 404
+    api.delete(f"/llamay/v1/contexts/{chat['id']}")
