@@ -81,7 +81,15 @@ def describe_routes() -> None:
     ndjson = "application/x-ndjson"
     describe = openapi.describe
     for method in ("GET", "HEAD"):
-        describe(method, "/", "Ollama is running", tag="ollama", response_type="text/plain")
+        describe(
+            method,
+            "/",
+            "Ollama is running; the chat page for a request that ranks text/html above "
+            "text/plain (a browser)",
+            tag="ollama",
+            response_type="text/plain",
+            other_responses={"text/html": {"type": "string"}},
+        )
     describe(
         "GET",
         "/api/version",
