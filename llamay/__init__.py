@@ -71,8 +71,13 @@ def load(
     prefix_cache (default True): keep full KV pages
     in the prefix tree and reuse them for new contexts that start with the same tokens (False
     for benchmarks that time the same prompt again and again); lookup, generate()'s default
-    prompt-lookup draft length (0, off: see llamay.engine.generate).
+    prompt-lookup draft length (0, off: see llamay.engine.generate); draft, a draft model (a path,
+    a store name or a loaded Model) of the same vocabulary that generate() speculates with by
+    default (llamay.engine.draft): the same tokens, in fewer steps.
     """
+    draft = options.get("draft")
+    if isinstance(draft, (str, os.PathLike)):
+        options["draft"] = resolve_model(draft)
     return Model(resolve_model(model), threads=threads, n_ctx=n_ctx, kv_memory=kv_memory, **options)
 
 

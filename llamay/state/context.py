@@ -160,6 +160,19 @@ class Context:
             self._truncate(n_tokens - 1)
             self.feed([last])
 
+    def truncate(self, n_tokens: int) -> None:
+        """Keeps the first n_tokens tokens and forgets the rest, dropping the pages past them,
+        without recomputing anything: the logits are unknown until the next feed (a draft
+        model's context, cut back to the tokens its target kept)."""
+        self.check_open()
+        if not 0 <= n_tokens <= self.n_tokens:
+            raise ValueError(
+                f"cannot truncate to {n_tokens} tokens: the context has {self.n_tokens}"
+            )
+        if n_tokens < self.n_tokens:
+            with self._cache.lock:
+                self._truncate(n_tokens)
+
     def save(self, path: str | os.PathLike[str], note: dict[str, Any] | None = None) -> None:
         """Writes a snapshot (tokens, KV pages, logits, checksums) that model.restore reads;
         `note`, a JSON object kept with it, comes back as the restored context's `note`."""

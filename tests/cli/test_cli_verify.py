@@ -11,7 +11,7 @@ from llamay.verify import DECODE, SEQUENCE
 
 from helpers.clitools import assert_user_error, run_llamay
 
-CHECKS = 8
+CHECKS = 9
 
 
 def test_verify_without_a_model_passes_every_check_on_the_builtin_one():

@@ -49,6 +49,7 @@ def test_every_check_passes_on_the_builtin_model():
         "snapshot round trip",
         "seeded sampling",
         "prompt lookup (on, off)",
+        "draft model (on, off)",
         f"kernel sets ({', '.join(_cpu.usable_kernel_sets())})",
     ]
     assert all(check.passed for check in checks), checks
@@ -67,7 +68,10 @@ def test_every_check_passes_on_the_builtin_model():
         "other_seed_differs": True,
         "seconds": checks[5].numbers["seconds"],
     }
-    sets = checks[7].numbers
+    drafted = checks[7].numbers
+    assert drafted["identical"] and drafted["accepted"] > 0
+    assert drafted["proposed"] > drafted["accepted"]  # other weights: some drafts refused
+    sets = checks[8].numbers
     assert sets["max_abs_diff"] == 0.0
     assert sets["positions"] == KERNEL_SET_TOKENS * (len(_cpu.usable_kernel_sets()) - 1)
 
@@ -113,7 +117,7 @@ def test_every_check_passes_on_the_new_families(tmp_path, name):
     its step or which experts they chose (batch company, prefill shapes), nor on the threads."""
     path = families.model_file(name, tmp_path)
     checks = list(run_checks(path))
-    assert len(checks) == 8
+    assert len(checks) == 8  # no draft check on a model without --draft
     assert all(check.passed for check in checks), checks
     for check in [*checks[:5], checks[7]]:
         assert check.numbers["max_abs_diff"] == 0.0
