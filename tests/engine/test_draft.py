@@ -105,7 +105,7 @@ def test_the_draft_contexts_are_freed(model):
 
 def test_a_draft_of_another_vocabulary_is_refused(tmp_path, draft_path):
     other = write_builtin(tmp_path / "gemma-vocabulary.gguf")
-    with pytest.raises(LlamayError, match="cannot draft for llama2-spm-Q8_0.gguf"):
+    with pytest.raises(LlamayError, match=r"cannot draft for llama2-spm-Q8_0\.gguf"):
         llamay.load(LLAMA2, draft=other)
     with llamay.load(LLAMA2, n_ctx=256) as target, llamay.load(other) as foreign:
         with pytest.raises(LlamayError, match="it has 337 tokens, the target 2048"):
