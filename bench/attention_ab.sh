@@ -1,5 +1,5 @@
 #!/bin/sh
-# Two builds of the attention kernel, step by step in turn (see bench/attention_ab.c):
+# Two builds of the attention kernel, step by step in turn (see bench/probes/attention_ab.c):
 #
 #     [SET=avx512] bench/attention_ab.sh REV_A REV_B [DEPTH] [STEPS] [hot] [stream] [shuffled] [runs]
 #
@@ -35,7 +35,7 @@ for side in A B; do
         > "$work/$side/csrc/build.c"
     cc $flags -I"$work/$side/csrc" -c "$work/$side/csrc/build.c" -o "$work/$side.o"
 done
-cc $flags -I"$root/llamay/_core/csrc" "$root/bench/attention_ab.c" "$work/A.o" "$work/B.o" \
+cc $flags -I"$root/llamay/_core/csrc" "$root/bench/probes/attention_ab.c" "$work/A.o" "$work/B.o" \
     -o "$work/attention_ab" -lm
 depth=${1:-4096}
 steps=${2:-30}

@@ -3,7 +3,7 @@
    A decode step reads each weight byte once, so a step of W bytes cannot take less than
    W / this rate; docs/performance.md gives decode's GB/s against it.
 
-       cc -O2 -march=native -fopenmp bench/read_bandwidth.c -o /tmp/read_bandwidth
+       cc -O2 -march=native -fopenmp bench/probes/read_bandwidth.c -o /tmp/read_bandwidth
        /tmp/read_bandwidth
 
    Prints, for 1 to the number of cores threads, the best of five rounds in GB/s. */

@@ -10,8 +10,8 @@
    rate, a kernel that scales every sub-block of every token pays for it; whether that is what
    bounds the kernel is for bench/matmul_ab.py to say.
 
-       cc -O2 -mavx2 -mfma bench/fma_peak.c -o /tmp/fma_peak && /tmp/fma_peak
-       cc -O2 -march=native bench/fma_peak.c -o /tmp/fma_peak && /tmp/fma_peak
+       cc -O2 -mavx2 -mfma bench/probes/fma_peak.c -o /tmp/fma_peak && /tmp/fma_peak
+       cc -O2 -march=native bench/probes/fma_peak.c -o /tmp/fma_peak && /tmp/fma_peak
 
    Prints the median of five timed rounds in G FMA/s (of 8 lanes) and G multiply-adds/s, then
    each integer instruction's in G/s. -DSTEPS=N shortens the run. */
