@@ -18,6 +18,7 @@ INSTRUCTIONS = ["vpdpbusd", "vpdpwssd", "vpmulld", "vpaddd"]
 PROBE = BENCH / "probes" / "fma_peak.c"
 
 
+@pytest.mark.bench
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 @pytest.mark.skipif("avx2" not in E.kernel_sets(), reason="this machine has no AVX2 kernel set")
 def test_the_rates_it_prints(tmp_path):
