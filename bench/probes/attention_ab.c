@@ -1,23 +1,22 @@
 /* Decode attention of two builds of the attention kernels, step by step in turn, on one KV arena.
 
 A shared machine's speed moves by more than a kernel change, also between runs seconds apart; a
-step of build A and then one of build B see about the same machine, so the median of the steps'
-B/A ratios holds still where the two medians do not. One step is one token's attention over
-every layer and KV head of the Llama-3.2-1B shape (16 layers, 8 KV heads of 64, 4 query heads
-each, fp16 KV in pages of 32 positions taken in order, laid out as csrc/pages.h lays out the
-engine's, 2 MiB pages asked for as the engine does). Both builds must give the same output
-bits; the program says whether they did. Both must also lay out pages as this file's
-csrc/pages.h does (its struct is filled here). Built and run by bench/attention_ab.sh, which
-names the two builds kern_A and kern_B.
+step of build A and then one of build B see about the same machine. One step is one token's
+attention over every layer and KV head of the Llama-3.2-1B shape (16 layers, 8 KV heads of 64,
+4 query heads each, fp16 KV in pages of 32 positions taken in order, laid out as csrc/pages.h
+lays out the engine's, 2 MiB pages asked for as the engine does). Both builds must give the
+same output bits; the program says whether they did. Both must also lay out pages as this
+file's csrc/pages.h does (its struct is filled here). Built and run by `bench/ab.py attention`,
+which names the two builds kern_A and kern_B and reads what this prints: a line a step pair,
+"step N: A SECONDS B SECONDS", then "output bits the same|DIFFERENT; kernels SET".
 
     attention_ab DEPTH STEPS [hot] [stream] [shuffled] [runs]
 
 hot: every position on the first page (in cache), the arithmetic alone.
 stream: before each layer's attention, 50 MB of other memory is read (untimed), as a decode
 step reads a layer's weights between two layers' attention. Without it the KV bytes of one
-step can stay in a large last-level cache for the next: on the 480 MB-L3 Xeon of
-docs/performance.md the attention took 8.7 ms a step without it once, 12.4 with it, as in the
-engine.
+step can stay in a large last-level cache for the next: on a Xeon with a 480 MB L3 the
+attention took 8.7 ms a step without it once, 12.4 with it, as in the engine.
 shuffled: the pages in a shuffled order, as in an arena whose pages have been freed and taken
 again many times. runs: the whole arena one group, so that each (layer, KV head)'s blocks of
 every page are one run of bytes.
@@ -48,11 +47,6 @@ static double now(void) {
 static float normal(void) { /* Box-Muller */
     const double u = (rand() + 1.0) / (RAND_MAX + 2.0), v = rand() / (RAND_MAX + 1.0);
     return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
-
-static int by_value(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv) {
@@ -115,7 +109,6 @@ int main(int argc, char **argv) {
     for (int i = 0; i < GROUP * HEAD_DIM; i++) q[i] = normal();
 
     const llamay_kernels *builds[2] = {kern_A(), kern_B()};
-    double *ratios = malloc((size_t)steps * sizeof *ratios), best[2] = {1e9, 1e9}, a_seconds = 0;
     int same = 1;
     for (int r = 0; r < 2 * steps; r++) {
         const int b = r % 2;
@@ -135,22 +128,14 @@ int main(int argc, char **argv) {
             }
             seconds += now() - started;
         }
-        best[b] = seconds < best[b] ? seconds : best[b];
         if (b == 0) {
-            a_seconds = seconds;
+            printf("step %d: A %.9f", r / 2 + 1, seconds);
         } else {
-            ratios[r / 2] = seconds / a_seconds;
+            printf(" B %.9f\n", seconds);
             same &= memcmp(out[0], out[1], sizeof out[0]) == 0;
         }
     }
-    qsort(ratios, (size_t)steps, sizeof *ratios, by_value);
-    printf("depth %d%s%s%s%s, %d steps each: B/A median %.3f (quartiles %.3f, %.3f); fastest "
-           "step A %.2f ms, B %.2f ms; output bits %s; kernels %s\n",
-           depth, hot ? " (hot)" : "", stream ? " (stream)" : "", shuffled ? " (shuffled)" : "",
-           runs ? " (runs)" : "", steps,
-           ratios[steps / 2], ratios[steps / 4],
-           ratios[3 * steps / 4], 1e3 * best[0], 1e3 * best[1], same ? "the same" : "DIFFERENT",
-           builds[0]->name);
+    printf("output bits %s; kernels %s\n", same ? "the same" : "DIFFERENT", builds[0]->name);
     if (weights_sum == 1) printf("\n"); /* the weights' reads are not dead code */
     return same ? 0 : 1;
 }

@@ -8,7 +8,7 @@
    vpdpwssd (the activation-sum terms), vpmulld (a sub-block's scale) and vpaddd, as twelve
    independent chains of zmm operations each. Where vpmulld runs at a fraction of vpdpbusd's
    rate, a kernel that scales every sub-block of every token pays for it; whether that is what
-   bounds the kernel is for bench/matmul_ab.py to say.
+   bounds the kernel is for `bench/ab.py matmul` to say.
 
        cc -O2 -mavx2 -mfma bench/probes/fma_peak.c -o /tmp/fma_peak && /tmp/fma_peak
        cc -O2 -march=native bench/probes/fma_peak.c -o /tmp/fma_peak && /tmp/fma_peak
