@@ -81,7 +81,7 @@ class CpuBackend:
     name = "cpu"
     # The class names the arithmetic, so it changes with any canonical order: "cpu" computed a
     # score from four partial sums, "cpu-2" from one chain over the chunks (the attention rework
-    # of issue 13). A snapshot of the older class is refused: its KV would differ in the last
+    # for decode at depth). A snapshot of the older class is refused: its KV would differ in the last
     # bits from what this build computes, and a continuation would not match a cold run.
     determinism = "cpu-2"
 
