@@ -87,6 +87,14 @@ def main() -> int:
             failures.append(f"{name}: the kernel sets disagree ({len(distinct)} different results)")
     for failure in failures:
         print(f"error: {failure}", file=sys.stderr)
+    if not failures:
+        ran = sorted({r["kernels"] for by_set in results.values() for r in by_set.values()})
+        compared = f" and those of {args.same_as.name}" if args.same_as else ""
+        print(
+            f"kernel bits: best is {report['best']}; {', '.join(ran)}{compared} give the same "
+            f"tokens and logits on {', '.join(results)}",
+            file=sys.stderr,
+        )
     return 1 if failures else 0
 
 
