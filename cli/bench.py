@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 
@@ -11,7 +10,9 @@ import click
 import numpy as np
 
 import llamay
+from llamay._core._cpu import cpu_count
 from llamay.engine import Context, Model
+from llamay.system import kernels_line
 
 from .engine_options import kv_type_option
 
@@ -93,6 +94,7 @@ def measure(
     n_ctx = max(n_prompt, depth + n_gen)
     # the depth contexts, their forks and a prefill's context
     model = load(model_name, threads, n_ctx, 2 * sequences + 1, kv_type)
+    kernels = model.kernels
     after = None
     try:
         prompt = bench_tokens(model, n_prompt)
@@ -112,6 +114,7 @@ def measure(
         "decode_tps": round(sequences * n_gen / statistics.median(decode), 2),
         "prompt_tokens": n_prompt,
         "gen_tokens": n_gen,
+        "kernels": kernels,
     }
     # the contract's keys, and those of the options given
     if depth:
@@ -126,7 +129,7 @@ def measure(
 def thread_counts(value: str | None) -> list[int]:
     """ "1,2" -> [1, 2]; None -> 1 and all cores."""
     if value is None:
-        return sorted({1, os.cpu_count() or 1})
+        return sorted({1, cpu_count()})
     try:
         counts = [int(part) for part in value.split(",")]
     except ValueError:
@@ -225,6 +228,7 @@ def bench(
     if as_json:
         click.echo(json.dumps(results))
         return
+    click.echo(kernels_line())
     decode = f"decode {n_gen} t/s" + (f" x{sequences}" if sequences > 1 else "")
     decode += f" @ {depth}" if depth else ""
     click.echo(f"{'threads':>7}  {f'prefill {n_prompt} t/s':>16}  {decode:>15}")

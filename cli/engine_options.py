@@ -1,4 +1,5 @@
-"""The engine options that several commands take, written once: --lookup and --kv-type."""
+"""The engine options that several commands take, written once: --lookup, --draft and
+--kv-type."""
 
 from __future__ import annotations
 
@@ -16,6 +17,15 @@ lookup_option = click.option(
     show_default=True,
     help="Prompt-lookup decoding: verify up to N draft tokens copied from earlier in the "
     "context per step (the same tokens, fewer steps when the text repeats; 0: off).",
+)
+
+
+draft_option = click.option(
+    "--draft",
+    metavar="MODEL",
+    help="Speculative decoding with a draft model of the same vocabulary (a .gguf path or a "
+    "store name): it proposes the next tokens, the model verifies them in one step (the same "
+    "tokens, fewer steps when it guesses well).",
 )
 
 

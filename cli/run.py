@@ -17,7 +17,7 @@ from llamay.engine.generate import chat_prompt_ids
 from llamay.errors import GrammarError, LlamayError, ModelNotFound
 from llamay.server.ollama_options import OLLAMA_OPTIONS
 
-from .engine_options import kv_type_option, lookup_option
+from .engine_options import draft_option, kv_type_option, lookup_option
 from .inputs import read_text_file
 from .run_chat import LocalChat, RemoteChat
 from .run_settings import PARAMETERS, REMOTE_PARAMETERS, Settings, remote_kwargs, seeded
@@ -36,6 +36,7 @@ _FLAGS = {keyword: name for name, keyword in OLLAMA_OPTIONS.items()}
 _LOCAL_ONLY = (
     "threads",
     "lookup",
+    "draft",
     "kv_type",
     "n_ctx",
     "raw",
@@ -153,6 +154,7 @@ def _default(name: str) -> Any:
 )
 @click.option("--threads", type=click.IntRange(min=1), help="CPU threads. [default: all cores]")
 @lookup_option
+@draft_option
 @kv_type_option()
 @click.option(
     "-c",
@@ -177,6 +179,7 @@ def run(
     prompt: str | None,
     threads: int | None,
     lookup: int,
+    draft: str | None,
     kv_type: str | None,
     n_ctx: int | None,
     raw: bool,
@@ -231,7 +234,9 @@ def run(
     grammar = _grammar(grammar_file, json_schema)
     if n_ctx is None and isinstance(layer.get("num_ctx"), int) and layer["num_ctx"] > 0:
         n_ctx = layer["num_ctx"]
-    loaded = llamay.load(model, threads=threads, n_ctx=n_ctx, kv_type=kv_type, lookup=lookup)
+    loaded = llamay.load(
+        model, threads=threads, n_ctx=n_ctx, kv_type=kv_type, lookup=lookup, draft=draft
+    )
     try:
         if prompt is None:
             chat = LocalChat(loaded, model, settings, grammar, logprobs)

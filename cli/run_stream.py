@@ -102,6 +102,9 @@ def local_stats(generation: Any, seed: int | None) -> str:
         f"({rate(generation.n_generated, timings['generate_s'])}), "
         f"finish: {generation.finish_reason}"
     )
+    drafter = getattr(generation, "drafter", None)
+    if drafter is not None and drafter.proposed:
+        stats += f", draft {drafter.accepted} of {drafter.proposed} tokens accepted"
     return stats + (f", seed {seed}" if seed is not None else "")
 
 

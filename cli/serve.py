@@ -80,6 +80,15 @@ from .engine_options import kv_type_option, lookup_option
     help="Serve MODEL under another name too, e.g. gpt-4o-mini=gemma3:270m (repeatable).",
 )
 @click.option(
+    "--draft",
+    "drafts",
+    multiple=True,
+    metavar="NAME=DRAFT",
+    help="Speculate with model DRAFT (the same vocabulary) for requests to NAME, e.g. "
+    "qwen2.5-coder:1.5b=qwen2.5-coder:0.5b (repeatable): the same tokens, fewer steps; its "
+    "weights and KV cache count against --max-memory.",
+)
+@click.option(
     "--max-body",
     default="32MiB",
     show_default=True,
@@ -184,6 +193,7 @@ def serve(
     keep_alive: str,
     model_dirs: tuple[Path, ...],
     aliases: tuple[str, ...],
+    drafts: tuple[str, ...],
     max_body: str,
     allowed_origins: tuple[str, ...],
     context_ttl: str,
@@ -224,7 +234,8 @@ def serve(
         keep_alive=_duration(keep_alive, "--keep-alive"),
         max_body_bytes=_size(max_body, "--max-body"),
         model_dirs=model_dirs,
-        aliases=dict(_alias(text) for text in aliases),
+        aliases=dict(_pair(text, "--alias") for text in aliases),
+        drafts=dict(_pair(text, "--draft") for text in drafts),
         allowed_origins=tuple(_origin(text) for text in allowed_origins),
         context_ttl=_duration(context_ttl, "--context-ttl"),
         max_contexts=max_contexts,
@@ -284,10 +295,11 @@ def _origin(text: str) -> str:
     return text.rstrip("/")
 
 
-def _alias(text: str) -> tuple[str, str]:
+def _pair(text: str, option: str) -> tuple[str, str]:
+    """NAME=MODEL of --alias and --draft."""
     name, sep, model = text.partition("=")
     if not sep or not name or not model:
-        raise click.BadParameter(f"{text!r} is not NAME=MODEL", param_hint="--alias")
+        raise click.BadParameter(f"{text!r} is not NAME=MODEL", param_hint=option)
     return name, model
 
 

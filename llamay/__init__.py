@@ -59,7 +59,7 @@ def load(
 ) -> Model:
     """Load MODEL (a .gguf path or a store name such as `gemma3:270m`) for inference.
 
-    threads: OpenMP threads per forward step (default: every core this process may use).
+    threads: threads per forward step (default: every core this process may use).
     n_ctx: the most tokens one context holds (default: min(4096, the training context)).
     kv_memory: the KV cache budget, in bytes or as a size ("2GiB"); default: room for four full
     contexts. Further options, as Model takes them: kv_type "F16" (llama.cpp's default; an
@@ -68,11 +68,18 @@ def load(
     size (16, 32 or 64); n_batch, the most tokens one forward
     step takes; backend, "cpu" (the default) or "reference" (NumPy float64, slow: the spec the
     CPU backend is tested against); kernels, "best" or a CPU kernel set ("reference", "avx2",
-    "avx512"), every set giving the same logits; prefix_cache (default True): keep full KV pages
+    "avx512", "neon"; default: $LLAMAY_KERNELS, else the best this CPU runs), every set giving
+    the same logits (llamay.UnsupportedCPU names what the CPU lacks for one it cannot run);
+    prefix_cache (default True): keep full KV pages
     in the prefix tree and reuse them for new contexts that start with the same tokens (False
     for benchmarks that time the same prompt again and again); lookup, generate()'s default
-    prompt-lookup draft length (0, off: see llamay.engine.generate).
+    prompt-lookup draft length (0, off: see llamay.engine.generate); draft, a draft model (a path,
+    a store name or a loaded Model) of the same vocabulary that generate() speculates with by
+    default (llamay.engine.draft): the same tokens, in fewer steps.
     """
+    draft = options.get("draft")
+    if isinstance(draft, (str, os.PathLike)):
+        options["draft"] = resolve_model(draft)
     return Model(resolve_model(model), threads=threads, n_ctx=n_ctx, kv_memory=kv_memory, **options)
 
 

@@ -21,7 +21,8 @@ class UnsupportedQuantization(LlamayError):
 
 
 class UnsupportedCPU(LlamayError):
-    """The compiled kernels need an instruction this CPU does not have."""
+    """A kernel set asked for (`kernels=`, LLAMAY_KERNELS) that this build lacks, or that needs
+    an instruction this CPU does not have."""
 
 
 class ModelNotFound(LlamayError):

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 import llamay
+from llamay._core import _cpu
 from llamay.engine import Context, Model
 from llamay.errors import SnapshotMismatch
 from llamay.models.synthetic import write_builtin
@@ -85,23 +86,42 @@ def compare_logits(name: str, pairs: Iterable[tuple[np.ndarray, np.ndarray]]) ->
 
 
 def run_checks(
-    model: str | os.PathLike[str] | None = None, kv_type: str | None = None
+    model: str | os.PathLike[str] | None = None,
+    kv_type: str | None = None,
+    draft: str | os.PathLike[str] | None = None,
 ) -> Iterator[Check]:
     """The checks on MODEL (a path or store name), or on the built-in synthetic model when
-    None, with its KV cache of `kv_type` (None: the model's default), each yielded as it finishes. A check that raises
-    fails, naming the error."""
+    None, with its KV cache of `kv_type` (None: the model's default), each yielded as it
+    finishes. `draft`, a draft model of MODEL's vocabulary, adds the check that speculating
+    with it changes no token (on the built-in model it runs always, with other weights of the
+    same vocabulary as the draft). A check that raises fails, naming the error."""
     path = None if model is None else resolve_model(model)
+    draft_path = None if draft is None else resolve_model(draft)
     with tempfile.TemporaryDirectory(prefix="llamay-verify-") as tmp:
         work = Path(tmp)
-        if path is None:
-            path = write_builtin(work / "synthetic.gguf")
         # A snapshot must be refused by a model of other weights; synthetic ones cost nothing.
         other = write_builtin(work / "other-weights.gguf", seed=1)
-        counts = sorted({1, 2, len(os.sched_getaffinity(0))})
-        models = {
-            k: llamay.load(path, threads=k, n_ctx=N_CTX, page_tokens=PAGE_TOKENS, kv_type=kv_type)
-            for k in counts
-        }
+        if path is None:
+            path = write_builtin(work / "synthetic.gguf")
+            draft_path = draft_path or other
+        counts = sorted({1, 2, _cpu.cpu_count()})
+
+        def load(threads: int, kernels: str | None = None) -> Model:
+            return llamay.load(
+                path,
+                threads=threads,
+                n_ctx=N_CTX,
+                page_tokens=PAGE_TOKENS,
+                kv_type=kv_type,
+                kernels=kernels,
+            )
+
+        models = {k: load(k) for k in counts}
+        drafter = None
+        if draft_path is not None:
+            drafter = llamay.load(
+                draft_path, threads=counts[-1], n_ctx=N_CTX, page_tokens=PAGE_TOKENS
+            )
         try:
             main = models[counts[-1]]
             sequence = token_stream(main, SEQUENCE)
@@ -128,6 +148,15 @@ def run_checks(
                 ),
                 ("seeded sampling", lambda name: check_sampling(name, models, sequence[:40])),
                 ("prompt lookup (on, off)", lambda name: check_lookup(name, main)),
+                *(
+                    [("draft model (on, off)", lambda name: check_draft(name, main, drafter))]
+                    if drafter is not None
+                    else []
+                ),
+                (
+                    f"kernel sets ({', '.join(_cpu.usable_kernel_sets())})",
+                    lambda name: check_kernel_sets(name, main, load, sequence),
+                ),
             ]
             # (an encoder's steps replace the decoder's: it has no generation, forks or chunks)
             for name, step in steps:
@@ -141,7 +170,7 @@ def run_checks(
                     check.name, check.passed, check.figure, check.numbers | {"seconds": seconds}
                 )
         finally:
-            for m in models.values():
+            for m in [*models.values(), *([drafter] if drafter is not None else [])]:
                 m.close()
 
 
@@ -219,6 +248,28 @@ def check_thread_counts(name: str, models: dict[int, Model], sequence: list[int]
     deep = token_stream(next(iter(models.values())), DEEP + DECODE, offset=3)
     deep_first, *deep_rest = [deep_decode(m, deep) for m in models.values()]
     pairs = [(first, other) for other in rest] + [(deep_first, other) for other in deep_rest]
+    return compare_logits(name, pairs)
+
+
+# Tokens each kernel set computes: the plain C reference set takes a while on a large model.
+KERNEL_SET_TOKENS = 64
+
+
+def check_kernel_sets(
+    name: str, main: Model, load: Callable[[int, str], Model], sequence: list[int]
+) -> Check:
+    """The sequence's first KERNEL_SET_TOKENS on a model loaded with each kernel set this CPU
+    runs (one at a time), against the model as loaded (its best set, or LLAMAY_KERNELS's)."""
+    ids = sequence[:KERNEL_SET_TOKENS]
+    expected = cold(main, ids)
+    pairs = []
+    for kernels in _cpu.usable_kernel_sets():
+        if kernels != main.kernels:
+            model = load(main.threads, kernels)
+            try:
+                pairs.append((expected, cold(model, ids)))
+            finally:
+                model.close()
     return compare_logits(name, pairs)
 
 
@@ -389,6 +440,44 @@ def check_lookup(name: str, model: Model) -> Check:
         same,
         f"greedy and seeded, lookup 0/3/8, {SAMPLED} tokens each: {outcome}",
         {"tokens": SAMPLED, "identical": same},
+    )
+
+
+def check_draft(name: str, model: Model, draft: Model) -> Check:
+    """Speculating with a draft model changes no token: greedy and seeded generations give the
+    same tokens without a draft and with `draft` proposing up to 16 tokens a step (no
+    confidence cut, so that long drafts are proposed and partly refused), three at once (their
+    proposals batched)."""
+    prompts = [token_stream(model, 40 - 3 * i, offset=7 + i) for i in range(3)]
+    same, proposed, accepted = True, 0, 0
+    # the confidence rule is a speed setting, no part of what is checked: off, to draft at length
+    p_min, model.draft_p_min = model.draft_p_min, 0.0
+    try:
+        for params in ({"temperature": 0.0}, {"temperature": 0.8, "seed": SEED}):
+            runs = []
+            for speculate in (False, True):
+                generations = [
+                    model.generate(
+                        p, max_tokens=SAMPLED, draft=draft if speculate else False, **params
+                    )
+                    for p in prompts
+                ]
+                runs.append([list(g) for g in generations])
+                for g in generations:
+                    if g.drafter is not None:
+                        proposed += g.drafter.proposed
+                        accepted += g.drafter.accepted
+                    g.context.close()
+            same &= runs[1] == runs[0]
+    finally:
+        model.draft_p_min = p_min
+    outcome = "identical" if same else "DIFFER"
+    return Check(
+        name,
+        same and proposed > 0,
+        f"greedy and seeded, 3 at once, {SAMPLED} tokens each: {outcome}; "
+        f"{accepted} of {proposed} draft tokens accepted",
+        {"tokens": SAMPLED, "identical": same, "proposed": proposed, "accepted": accepted},
     )
 
 

@@ -9,6 +9,10 @@ import pytest
 
 DATA = Path(__file__).parent / "data"
 
+# Tests use only this machine: litellm reads its model price list from its own package instead
+# of fetching it from GitHub when imported (retrying for seconds where there is no network).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:

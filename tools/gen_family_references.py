@@ -1,4 +1,4 @@
-"""Writes tests/data/families: small synthetic models of the families of issue 15 (Granite,
+"""Writes tests/data/families: small synthetic models of the newer families (Granite,
 OLMo 2, SmolLM3, Cohere 2, Qwen 2/3 MoE, Mixtral, Granite MoE, gpt-oss) and llama.cpp's
 log-probabilities on them, teacher-forced along a text; tests/models/test_families_llama_cpp.py
 holds llamay to them.

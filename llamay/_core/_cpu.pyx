@@ -1,79 +1,60 @@
 # cython: language_level=3
-"""What the kernels were compiled for, checked against the CPU we run on.
+"""What this CPU runs: its features and the kernel sets (csrc/cpu.h, csrc/kernel_set.h).
 
-This module is compiled without -march so that it runs anywhere; the kernels are not, and
-importing them on a CPU without an instruction they use would die with SIGILL.
+Compiled for the architecture's baseline, like everything outside the kernel files, so it runs
+on any CPU of it and can say what that CPU lacks.
 """
 
-cdef extern from *:
-    """
-    #include <string.h>
-    #ifndef LLAMAY_BUILD_FLAGS
-    #define LLAMAY_BUILD_FLAGS ""
-    #endif
-    static const char *llamay_build_flags(void) { return LLAMAY_BUILD_FLAGS; }
+# (this form of cimport, not `cimport ... as`, is what cythonize tracks as a dependency)
+from llamay._core.kernel_sets cimport (
+    compiled_kernel_sets,
+    kernel_set_names,
+    kernel_set_of,
+    llamay_cpu_features,
+    missing_features,
+    usable_kernel_sets as _usable_kernel_sets,
+)
 
-    /* Appends the name of each compiled-in feature the CPU lacks to buf (space separated). */
-    static void llamay_missing(char *buf, size_t n) {
-        buf[0] = 0;
-    #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-        __builtin_cpu_init();
-    #define CHECK(macro, name) \
-        if (macro && !__builtin_cpu_supports(name)) { strncat(buf, name " ", n - strlen(buf) - 1); }
-    #ifdef LLAMAY_NEED_SSE4_2
-        CHECK(1, "sse4.2")
-    #endif
-    #ifdef LLAMAY_NEED_AVX
-        CHECK(1, "avx")
-    #endif
-    #ifdef LLAMAY_NEED_AVX2
-        CHECK(1, "avx2")
-    #endif
-    #ifdef LLAMAY_NEED_FMA
-        CHECK(1, "fma")
-    #endif
-    #ifdef LLAMAY_NEED_F16C
-        CHECK(1, "f16c")
-    #endif
-    #ifdef LLAMAY_NEED_BMI2
-        CHECK(1, "bmi2")
-    #endif
-    #ifdef LLAMAY_NEED_AVX512F
-        CHECK(1, "avx512f")
-    #endif
-    #ifdef LLAMAY_NEED_AVX512BW
-        CHECK(1, "avx512bw")
-    #endif
-    #ifdef LLAMAY_NEED_AVX512DQ
-        CHECK(1, "avx512dq")
-    #endif
-    #ifdef LLAMAY_NEED_AVX512VL
-        CHECK(1, "avx512vl")
-    #endif
-    #ifdef LLAMAY_NEED_AVX512VNNI
-        CHECK(1, "avx512vnni")
-    #endif
-    #ifdef LLAMAY_NEED_AVX512BF16
-        CHECK(1, "avx512bf16")
-    #endif
-    #ifdef LLAMAY_NEED_AVXVNNI
-        CHECK(1, "avxvnni")
-    #endif
-    #undef CHECK
-    #endif
-    }
-    """
-    const char *llamay_build_flags()
-    void llamay_missing(char *buf, size_t n)
+cdef extern from "threads.h" nogil:
+    int llamay_cpu_count()
 
 
-def build_flags() -> str:
-    """The architecture flags the kernels were compiled with ('' for a portable build)."""
-    return llamay_build_flags().decode()
+def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one): the default
+    thread count of a model."""
+    return llamay_cpu_count()
 
 
-def missing_features() -> list[str]:
-    """Instruction-set features the kernels use that this CPU does not have."""
+def features() -> list:
+    """The features of this CPU that a kernel set uses ('avx2', 'avx512vnni', 'asimddp'...)."""
     cdef char buf[512]
-    llamay_missing(buf, sizeof(buf))
-    return buf.decode().split()
+    llamay_cpu_features(buf, sizeof(buf))
+    return buf.decode("ascii").split()
+
+
+def kernel_sets() -> list:
+    """Every kernel set this build carries, slowest first ('reference' is always there)."""
+    return compiled_kernel_sets()
+
+
+def usable_kernel_sets() -> list:
+    """The kernel sets of this build that this CPU runs, slowest first."""
+    return _usable_kernel_sets()
+
+
+def best_kernel_set() -> str:
+    """The fastest kernel set this CPU runs: what 'best' picks."""
+    return kernel_set_names()[kernel_set_of("best")]
+
+
+def missing(str kernels) -> list:
+    """The features kernel set `kernels` needs that this CPU lacks ([] when it runs it)."""
+    names = kernel_set_names()
+    if kernels not in names:
+        raise ValueError(f"unknown kernel set {kernels!r}; known: {', '.join(names)}")
+    return missing_features(names.index(kernels))
+
+
+def check(str kernels) -> str:
+    """`kernels` ('best' or a set's name) as the set it picks, or the error of kernel_set_of."""
+    return kernel_set_names()[kernel_set_of(kernels)]

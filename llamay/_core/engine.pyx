@@ -6,8 +6,9 @@ csrc/forward.h (declared once in forward.pxd), packs the weights whose kernels r
 copy, owns the scratch buffers, and runs each step over the pages of a PageMemory in one C call
 without the GIL. Single kernels, for tests and for scoring, are wrapped by llamay._core.kernels.
 
-Kernel sets: 'reference' (plain C), 'avx2', 'avx512', or 'best' (the fastest compiled in).
-Every set gives the same bits; the matmul and the other kernels use the same set.
+Kernel sets: 'reference' (plain C), 'avx2', 'avx512', 'neon', or 'best' (the fastest this CPU
+runs; csrc/kernel_set.h). Every set gives the same bits; the matmul and the other kernels use the
+same set.
 """
 
 import os
@@ -21,14 +22,12 @@ from libc.string cimport memset
 from posix.unistd cimport close, pread
 
 from llamay._core.forward cimport *
+from llamay._core.kernel_sets cimport kernel_set_names, kernel_set_of, usable_kernel_sets
 from llamay._core.pages cimport PageMemory, llamay_pages
 
 from llamay.errors import LlamayError, UnsupportedModel
 
 
-# ---- kernel sets ----
-
-KERNEL_SETS = ("reference", "avx2", "avx512")
 QK_NORMS = {
     "none": LLAMAY_QK_NORM_NONE,
     "head": LLAMAY_QK_NORM_HEAD,
@@ -39,30 +38,9 @@ GATINGS = {"softmax": LLAMAY_GATING_SOFTMAX, "softmax_weight": LLAMAY_GATING_SOF
 ACTIVATIONS = {"silu": LLAMAY_SILU, "gelu_tanh": LLAMAY_GELU_TANH, "swiglu_oai": LLAMAY_SWIGLU_OAI}
 
 
-cdef const llamay_kernels *_table(int kernel_set):
-    return kernels_table(kernel_set)
-
-
-cdef bint _available(int kernel_set):
-    return llamay_kernel_set_available(kernel_set) and _table(kernel_set) != NULL
-
-
 def kernel_sets() -> list:
-    """The kernel sets compiled into this build, slowest first ('reference' is always there)."""
-    return [name for i, name in enumerate(KERNEL_SETS) if _available(i)]
-
-
-cdef int _kernel_set(str kernels) except -1:
-    if kernels == "best":
-        best = llamay_best_kernel_set()
-        while not _available(best):
-            best -= 1
-        return best
-    if kernels not in KERNEL_SETS:
-        raise ValueError(f"unknown kernel set {kernels!r}; known: best, {', '.join(KERNEL_SETS)}")
-    if not _available(KERNEL_SETS.index(kernels)):
-        raise ValueError(f"kernel set {kernels!r} is not compiled in; available: {kernel_sets()}")
-    return KERNEL_SETS.index(kernels)
+    """The kernel sets this build has and this CPU runs, slowest first ('reference' first)."""
+    return usable_kernel_sets()
 
 
 # ---- the engine ----
@@ -70,7 +48,7 @@ cdef int _kernel_set(str kernels) except -1:
 cdef class Engine:
     """A model bound for forward steps of up to max_tokens tokens over the pages of `memory`.
 
-    threads: the OpenMP threads of each step (and of packing at load).
+    threads: the threads of each step (and of packing at load).
     """
 
     cdef llamay_model c
@@ -96,7 +74,7 @@ cdef class Engine:
 
     def __cinit__(self, spec, PageMemory memory not None, int threads, int max_tokens,
                   str kernels="best"):
-        cdef int kernel_set = _kernel_set(kernels)
+        cdef int kernel_set = kernel_set_of(kernels)
         cdef int il
         cdef llamay_layer *l
         if threads < 1 or max_tokens < 1:
@@ -108,7 +86,7 @@ cdef class Engine:
         self.memory = memory
         self.threads = threads
         self.max_tokens = max_tokens
-        self.kernels = KERNEL_SETS[kernel_set]
+        self.kernels = kernel_set_names()[kernel_set]
         self._keep = []
         memset(&self.c, 0, sizeof(self.c))
         self.embd_fd = -1
@@ -191,7 +169,7 @@ cdef class Engine:
                 l.layer_out_norm_b = self._floats(layer.layer_out_norm[1])
             l.plain_ffn = not layer.gated
         c.layers = self.layers
-        c.kernels = _table(kernel_set)
+        c.kernels = llamay_kernels_of(kernel_set)
 
         self._pack()
         if spec.output.tensor is spec.token_embd and not c.output.w.packed_row_bytes:

@@ -17,11 +17,6 @@ cdef extern from "matmul.h" nogil:
         const uint8_t *packed
         int act_kind
         size_t act_row_bytes
-    int LLAMAY_KERNELS_REFERENCE
-    int LLAMAY_KERNELS_AVX2
-    int LLAMAY_KERNELS_AVX512
-    int llamay_best_kernel_set()
-    int llamay_kernel_set_available(int kernel_set)
     int llamay_weight_init(llamay_weight *w, const void *data, int type, int n_rows, int n_cols,
                            int kernel_set)
 
@@ -56,9 +51,7 @@ cdef extern from "kernels.h" nogil:
         void (*attention_merge)(int n_spans, int n_q, int head_dim, const float *spans,
                                 size_t stride, float *out) noexcept nogil
         void (*logsumexp)(const float *x, int n, float *max, float *sum) noexcept nogil
-    const llamay_kernels *llamay_kernels_ref()
-    const llamay_kernels *llamay_kernels_avx2()
-    const llamay_kernels *llamay_kernels_avx512()
+    const llamay_kernels *llamay_kernels_of(int kernel_set)
 
 cdef extern from "rope.h" nogil:
     int LLAMAY_ROPE_MAX_PAIRS
@@ -165,15 +158,6 @@ cdef extern from "forward.h" nogil:
     size_t llamay_scratch_bytes(const llamay_model *m, int max_tokens)
     void llamay_forward(const llamay_model *m, const llamay_pages *kv, llamay_scratch *s,
                         const llamay_batch *b, int n_threads)
-
-
-cdef inline const llamay_kernels *kernels_table(int kernel_set) noexcept nogil:
-    """The kernels.h table of kernel set `kernel_set`, or NULL where it is not compiled in."""
-    if kernel_set == LLAMAY_KERNELS_AVX512:
-        return llamay_kernels_avx512()
-    if kernel_set == LLAMAY_KERNELS_AVX2:
-        return llamay_kernels_avx2()
-    return llamay_kernels_ref()
 
 
 cdef inline void rope_params(llamay_rope_params *p, object rope, const float *factors):

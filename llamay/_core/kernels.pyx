@@ -2,7 +2,7 @@
 """Single kernels of the forward step, from Python: for tests, and for scoring (token_logprobs).
 
 The engine calls these kernels from inside its one C call per step (csrc/forward.c); here each
-is one call, on the kernel set a caller names ('reference', 'avx2', 'avx512' or 'best'), so
+is one call, on the kernel set a caller names ('reference', 'avx2', 'avx512', 'neon' or 'best'), so
 that tests can check that every set gives the reference's bits.
 """
 
@@ -14,10 +14,10 @@ from llamay._core.forward cimport (
     LLAMAY_GELU_TANH,
     LLAMAY_SILU,
     LLAMAY_SWIGLU_OAI,
-    kernels_table,
     llamay_attention,
     llamay_attention_spans,
     llamay_kernels,
+    llamay_kernels_of,
     llamay_log_d,
     llamay_rope,
     llamay_rope_cos_sin,
@@ -25,17 +25,17 @@ from llamay._core.forward cimport (
     llamay_rope_params,
     rope_params,
 )
-from llamay._core.kernel_sets cimport compiled_kernel_sets, kernel_set_of
+from llamay._core.kernel_sets cimport kernel_set_of, usable_kernel_sets
 from llamay._core.pages cimport PageMemory, llamay_pages
 
 
 def kernel_sets() -> list:
-    """The kernel sets compiled into this build, slowest first ('reference' is always there)."""
-    return compiled_kernel_sets()
+    """The kernel sets this build has and this CPU runs, slowest first ('reference' first)."""
+    return usable_kernel_sets()
 
 
 cdef const llamay_kernels *_kernels(str kernels) except NULL:
-    return kernels_table(kernel_set_of(kernels))
+    return llamay_kernels_of(kernel_set_of(kernels))
 
 
 # ---- scoring ----

@@ -14,7 +14,7 @@ from libc.stdint cimport uint8_t
 from libc.stdlib cimport calloc, free
 from posix.mman cimport MADV_HUGEPAGE, madvise
 
-from llamay._core.kernel_sets cimport compiled_kernel_sets, kernel_set_names, kernel_set_of
+from llamay._core.kernel_sets cimport usable_kernel_sets, kernel_set_names, kernel_set_of
 from llamay._core.quants cimport llamay_ggml_type, llamay_quant_type
 
 from llamay.errors import UnsupportedModel
@@ -44,8 +44,8 @@ cdef extern from "matmul.h" nogil:
     int llamay_barrier_check(int n_threads, int rounds, int sleep_every)
 
 def kernel_sets() -> list:
-    """The kernel sets compiled into this build, slowest first ('reference' is always there)."""
-    return compiled_kernel_sets()
+    """The kernel sets this build has and this CPU runs, slowest first ('reference' first)."""
+    return usable_kernel_sets()
 
 
 def best_kernel_set() -> str:
@@ -61,7 +61,7 @@ def has_simd(str kernels, int w_type) -> bool:
 cdef int _weight(llamay_weight *w, const uint8_t[::1] w_bytes, int w_type, int n_rows,
                  int n_cols, str kernels) except -1:
     """Fills w for the matrix in w_bytes, or raises."""
-    cdef int kernel_set = kernel_set_of(kernels)  # raises for a set not compiled in
+    cdef int kernel_set = kernel_set_of(kernels)  # raises for a set that does not run here
     cdef const llamay_quant_type *t = llamay_ggml_type(w_type)
     status = llamay_weight_init(w, &w_bytes[0] if w_bytes.shape[0] else NULL, w_type, n_rows,
                                 n_cols, kernel_set)
@@ -114,7 +114,7 @@ def barrier_check(int threads, int rounds, int sleep_every=0) -> int:
 
 def _check_threads(int threads):
     if threads < 0:
-        raise ValueError(f"threads must be >= 0 (0: OpenMP's default), not {threads}")
+        raise ValueError(f"threads must be >= 0 (0: one per CPU), not {threads}")
 
 
 def matmul(const uint8_t[::1] w_bytes, int w_type, int n_rows, int n_cols,
@@ -159,7 +159,7 @@ def time_matmuls(list products, int n_tokens, int threads=0, int repeats=10,
     """Seconds per pass of a forward step's worth of products, run as the engine runs them.
 
     products: (w_bytes, w_type, n_rows, n_cols) tuples, multiplied one after another (each
-    against its own random activations of n_tokens rows) in one OpenMP region, `repeats` times
+    against its own random activations of n_tokens rows) in one parallel region, `repeats` times
     after one pass to warm up; activation quantization is included.
     """
     _check_threads(threads)

@@ -60,15 +60,15 @@ cdef extern from *:
 HUGE_PAGE = 2 << 20
 # A group of pages (csrc/pages.h) makes each (layer, KV head)'s K and V blocks of its pages one
 # run of bytes, of about RUN_BYTES: runs that long read faster at depth, where a group is
-# resident from the first write to any page of it once on 2 MiB pages (docs/performance.md, "KV
-# pages in groups").
+# resident from the first write to any page of it once on 2 MiB pages (bench/NOTES.md, "KV pages
+# in groups").
 RUN_BYTES = 512 << 10
 MAX_GROUP_PAGES = 64
 # Page memory starts on 4 KB pages, so that a short context keeps only its own pages resident;
 # a group moves onto 2 MiB pages, for long runs read without 4 KB TLB misses, once its slots not
 # yet taken are at most HUGE_WASTE times the pages taken in all: a first group at two thirds
-# taken, a third once two are full at its first page (docs/performance.md, "KV groups onto huge
-# pages as they fill").
+# taken, a third once two are full at its first page (bench/NOTES.md, "KV groups onto huge pages
+# as they fill").
 HUGE_WASTE = 0.5
 # The KV element types (csrc/pages.h): their enum value, and the bytes of a row of head_dim
 # elements. Q8_0 is ggml's block: 32 int8 values and their binary16 scale, 34 bytes.
@@ -345,6 +345,13 @@ cdef class PageTable:
     def refcount(self, page) -> int:
         """The page's refcount: 0 for a free page."""
         return self._refcounts[self._page_id(page)]
+
+    def refcounts(self, const int32_t[::1] pages) -> np.ndarray:
+        """The refcount of each page id of pages (int32; 0 for a free page)."""
+        ids = np.asarray(pages)
+        if ids.size and not (0 <= ids.min() and ids.max() < self.n_pages):
+            raise IndexError(f"page ids must be in 0..{self.n_pages - 1}")
+        return np.asarray(self._refcounts)[ids]
 
     def all_in_use(self, const int32_t[::1] pages) -> bool:
         """Whether every id of pages is an allocated page."""

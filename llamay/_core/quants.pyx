@@ -3,13 +3,13 @@ and the ggml type table itself (csrc/ggml_types.h), for llamay.gguf.types.
 
 Results are bit-exact with ggml (and gguf-py). `kernels` picks the kernel set whose row
 functions run ('reference': the scalar references; every set gives the same bits, and tests
-check it). Large tensors are split over OpenMP threads by blocks; `convert_rows` runs on the
-calling thread with the GIL released, for callers that split the rows themselves.
+check it). Large tensors are split over threads by blocks; `convert_rows` runs on the calling
+thread with the GIL released, for callers that split the rows themselves.
 """
 
 from libc.stdint cimport int64_t, uint8_t
 
-from llamay._core.kernel_sets cimport compiled_kernel_sets, kernel_set_of
+from llamay._core.kernel_sets cimport usable_kernel_sets, kernel_set_of
 
 import numpy as np
 
@@ -27,8 +27,8 @@ def type_table() -> list:
 
 
 def kernel_sets() -> list:
-    """The kernel sets compiled into this build, slowest first ('reference' is always there)."""
-    return compiled_kernel_sets()
+    """The kernel sets this build has and this CPU runs, slowest first ('reference' first)."""
+    return usable_kernel_sets()
 
 
 cdef const llamay_quant_type *_type_of(int type_id) except NULL:

@@ -1,6 +1,6 @@
 """Backends: the ways llamay runs a model, behind one small protocol (base.py).
 
-- `cpu`: the Cython + OpenMP kernels (llamay._core), the default;
+- `cpu`: the Cython + C kernels (llamay._core), the default;
 - `reference`: NumPy in float64, written after llama.cpp's graphs; slow, plain, the spec the
   CPU backend is tested against, and a second backend for the seam's own tests.
 """

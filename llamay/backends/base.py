@@ -74,8 +74,8 @@ class Backend(Protocol):
         *,
         threads: int,
         max_tokens: int,
-        kernels: str,
+        kernels: str | None,
     ) -> Executor:
         """An executor for the model in `spec` with n_pages KV pages of `layout`, running
         steps of up to max_tokens tokens on `threads` threads with the kernel set `kernels`
-        ("best", or a set the backend names)."""
+        ("best", a set the backend names, or None: the backend's default)."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 
+from llamay.engine.draft import MAX_DRAFT, MIN_PROBABILITY, DraftState, check_vocabulary
 from llamay.engine.lookup import propose
 from llamay.engine.ranges import check
 from llamay.engine.sampling import Choice, Sampler, SamplingParams
@@ -134,6 +135,7 @@ class Generation(Iterator[int]):
         logprobs: int | None = None,
         owns_context: bool = False,
         lookup: int = 0,
+        draft: DraftState | None = None,
     ) -> None:
         self.context = context
         self.sampler = sampler
@@ -165,6 +167,9 @@ class Generation(Iterator[int]):
         # generated tokens that came from an accepted draft (each saved one forward step)
         self.draft_accepted = 0
         self._draft: list[int] = []
+        # a draft model's side (draft.py), and the room its next proposal has (0: none wanted)
+        self.drafter = draft
+        self.draft_room = 0
 
     @property
     def n_generated(self) -> int:
@@ -244,6 +249,19 @@ class Generation(Iterator[int]):
         """Feeds the sampled token without its draft (no room for both)."""
         self._draft = []
 
+    def draft_request(self) -> tuple[DraftState, list[int], int] | None:
+        """What the draft model is asked for (the scheduler batches the asks of every
+        generation): this generation's draft state, its tokens with the one just sampled, and
+        the room for a draft; None when it wants none now."""
+        if self.drafter is None or not self.draft_room or self._draft or len(self._pending) != 1:
+            return None
+        return self.drafter, [*self.context.tokens, *self._pending], self.draft_room
+
+    def take_draft(self, draft: list[int]) -> None:
+        """The draft model's proposal, fed after the sampled token."""
+        self._draft = draft
+        self.draft_room = 0
+
     def consume(self, n: int) -> None:
         """The first n pending tokens have been fed."""
         self._pending = self._pending[n:]
@@ -272,6 +290,8 @@ class Generation(Iterator[int]):
             kept += 1
         self.context.keep(base + kept, rows[kept - 1])
         self.draft_accepted += kept - 1
+        if self.drafter is not None:
+            self.drafter.verified(kept - 1)
         if end_of_generation:
             self.finish("stop")
 
@@ -313,15 +333,16 @@ class Generation(Iterator[int]):
             return
         self._take(choice)
         self._pending = [choice.token]
-        if self._lookup and self._ending is None:
-            room = min(
-                self._lookup,
-                self._model.n_ctx - self.context.n_tokens - 1,
-                self._max_tokens - self.n_generated
-                if self._max_tokens is not None
-                else self._lookup,
-            )
-            self._draft = propose([*self.context.tokens, choice.token], room)
+        if self._ending is not None:
+            return
+        # room for draft tokens: the context's, and the token budget's
+        room = self._model.n_ctx - self.context.n_tokens - 1
+        if self._max_tokens is not None:
+            room = min(room, self._max_tokens - self.n_generated)
+        if self._lookup:
+            self._draft = propose([*self.context.tokens, choice.token], min(room, self._lookup))
+        if not self._draft and self.drafter is not None:
+            self.draft_room = room  # the scheduler asks the draft model (draft.py)
 
     def _choose(self, logits: np.ndarray, step: int, recent: Sequence[int]) -> Choice:
         """The sampler's draw for position `step`, under the grammar's mask."""
@@ -377,6 +398,9 @@ class Generation(Iterator[int]):
         self._done = True
         self._pending = []
         self._draft = []
+        self.draft_room = 0
+        if self.drafter is not None:
+            self.drafter.close()
         if self._owns_context and (self._cancelled or self.finish_reason is None):
             self.context.close()
 
@@ -412,6 +436,7 @@ def generate(
     context: Context | None = None,
     sequence: int = 0,
     lookup: int | None = None,
+    draft: Generator | bool | None = None,
 ) -> Generation:
     """Start generating after a prompt, in `context` (after its tokens) or in a new context.
 
@@ -426,7 +451,10 @@ def generate(
     `lookup` N > 0 turns on prompt-lookup decoding (lookup.py): up to N draft tokens copied
     from earlier in the context are verified in each step; the tokens are the same bits as
     without it, in fewer steps when the text repeats; None: the model's default (`lookup=`
-    at load, 0 unless given).
+    at load, 0 unless given). `draft` speculates with a draft model (draft.py): a Model of
+    the same vocabulary, True or None for the one loaded with the model (`draft=` at load;
+    none unless given), False for none; again the same tokens, bit for bit, in fewer steps
+    when the draft guesses well. With both, a lookup match is tried first.
     Raises ContextOverflow, before anything runs, for a prompt that leaves no room to generate.
     """
     if max_tokens is not None:
@@ -465,6 +493,7 @@ def generate(
             f"the prompt is {held + len(ids)} tokens but the context holds {model.n_ctx}, "
             "leaving no room to generate"
         )
+    drafter = _drafter(model, draft)
     owns = context is None
     if context is None:
         context = model.context()
@@ -479,6 +508,22 @@ def generate(
         logprobs=logprobs,
         owns_context=owns,
         lookup=lookup,
+        draft=drafter,
     )
     model.scheduler.submit(generation)
     return generation
+
+
+def _drafter(model: Generator, draft: Generator | bool | None) -> DraftState | None:
+    """The draft state of a new generation: with `draft` (a model), the model's own draft
+    (True or None), or none (False, or a model loaded without one)."""
+    if draft is False:
+        return None
+    p_min = getattr(model, "draft_p_min", MIN_PROBABILITY)
+    if draft is None or draft is True:
+        loaded = getattr(model, "draft", None)
+        if loaded is None and draft is True:
+            raise LlamayError("this model was loaded without a draft model (draft=)")
+        return DraftState(loaded, MAX_DRAFT, p_min) if loaded is not None else None
+    check_vocabulary(model, draft)
+    return DraftState(draft, MAX_DRAFT, p_min)

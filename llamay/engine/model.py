@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 
 from llamay import backends, gguf
+from llamay._core._cpu import cpu_count
 from llamay.backends import Batch
+from llamay.engine.draft import MIN_PROBABILITY, check_vocabulary
 from llamay.engine.generate import Generation, generate
 from llamay.engine.pooling import RankHead, finished, pooled
 from llamay.engine.ranges import check
@@ -60,17 +62,20 @@ class Model:
         kv_type: str | None = None,
         page_tokens: int = 32,
         n_batch: int = DEFAULT_N_BATCH,
-        kernels: str = "best",
+        kernels: str | None = None,
         prefix_cache: bool = True,
         backend: str = "cpu",
         lookup: int = 0,
+        draft: str | os.PathLike[str] | Model | None = None,
+        draft_p_min: float = MIN_PROBABILITY,
+        kv_tokens: int | None = None,
     ) -> None:
         self.file = gguf.read(path)
         self.path = self.file.path
         self.arch = check_supported(self.file)
         self.hparams: HParams = from_metadata(self.file.metadata)
         hp = self.hparams
-        self.threads = len(os.sched_getaffinity(0)) if threads is None else int(threads)
+        self.threads = cpu_count() if threads is None else int(threads)
         if self.threads < 1:
             raise ValueError(f"threads must be at least 1, not {self.threads}")
         self.n_ctx = min(DEFAULT_N_CTX, hp.n_ctx_train) if n_ctx is None else int(n_ctx)
@@ -106,7 +111,9 @@ class Model:
             )
         except ValueError as exc:  # a KV type, page size or head size that cannot be
             raise LlamayError(str(exc)) from None
-        if kv_memory is None:
+        if kv_tokens is not None:  # a draft model's cache: as many tokens as its target's
+            n_pages = math.ceil(kv_tokens / page_tokens)
+        elif kv_memory is None:
             n_pages = DEFAULT_CONTEXTS * math.ceil(self.n_ctx / page_tokens)
         else:
             budget = parse_size(kv_memory) if isinstance(kv_memory, str) else int(kv_memory)
@@ -121,7 +128,12 @@ class Model:
             raise too_big
         try:
             self.executor = self.backend.bind(
-                spec, layout, n_pages, threads=self.threads, max_tokens=n_batch, kernels=kernels
+                spec,
+                layout,
+                n_pages,
+                threads=self.threads,
+                max_tokens=n_batch,
+                kernels=kernels,
             )
         except MemoryError:
             raise too_big from None
@@ -130,6 +142,52 @@ class Model:
         # Made here, not on first use: two threads' first generate() must share one. Its
         # thread starts with the first generation.
         self.scheduler = Scheduler(self)
+        # generate()'s default draft model (draft.py): loaded here from a path, which this
+        # model then owns and closes, or a model the caller loaded and closes
+        self.draft: Model | None = None
+        self._owns_draft = False
+        if not 0 <= draft_p_min <= 1:
+            raise ValueError(f"draft_p_min must be in [0, 1], not {draft_p_min}")
+        self.draft_p_min = float(draft_p_min)
+        if draft is not None:
+            self._attach_draft(draft, backend, kernels, kv_type)
+
+    def _attach_draft(
+        self, draft: str | os.PathLike[str] | Model, backend: str, kernels: str | None, kv_type: str
+    ) -> None:
+        """Takes (or loads) the draft model: the same context size, threads and kernel set, and
+        a KV cache of as many tokens as this one's; refused, by what differs, when its
+        vocabulary is not this model's."""
+        if isinstance(draft, Model):
+            check_vocabulary(self, draft)
+            self.draft = draft
+            return
+        loaded = Model(
+            draft,
+            threads=self.threads,
+            n_ctx=self.n_ctx,
+            kv_memory=None,
+            kv_type=kv_type,
+            page_tokens=self.page_tokens,
+            n_batch=self.n_batch,
+            kernels=self.kernels if backend == "cpu" else None,
+            backend=backend,
+            kv_tokens=self.kv_cache.stats()["pages_total"] * self.page_tokens,
+        )
+        try:
+            check_vocabulary(self, loaded)
+        except LlamayError:
+            loaded.close()
+            raise
+        self.draft, self._owns_draft = loaded, True
+
+    @property
+    def memory_bytes(self) -> int:
+        """What the model takes in memory: its file's weights and its KV cache's budget, and
+        its draft model's (the figure a server's --max-memory counts)."""
+        stats = self.kv_cache.stats()
+        own = self.path.stat().st_size + stats["pages_total"] * stats["bytes_per_page"]
+        return own + (self.draft.memory_bytes if self._owns_draft and self.draft else 0)
 
     def __repr__(self) -> str:
         return f"<llamay.Model {self.arch} {self.path.name} n_ctx={self.n_ctx}>"
@@ -303,6 +361,8 @@ class Model:
         self.scheduler.close()
         with self.kv_cache.lock:
             self.executor.close()
+        if self._owns_draft and self.draft is not None:
+            self.draft.close()
 
     # ---- the forward pass ----
 

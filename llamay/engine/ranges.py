@@ -46,14 +46,15 @@ class Range:
 
 INF = math.inf
 
-# Name -> range, with what the notable values mean. temperature 0 is greedy; top_k 0, top_p 1,
-# min_p 0, typical_p 1, repeat_penalty 1 and repeat_last_n 0 switch their stage off;
+# Name -> range, with what the notable values mean. temperature 0 and top_p 0 are greedy (top_p 0,
+# OpenAI's minimum, keeps only the most likely token); max_tokens 0 generates nothing; top_k 0,
+# top_p 1, min_p 0, typical_p 1, repeat_penalty 1 and repeat_last_n 0 switch their stage off;
 # repeat_last_n -1 looks at the whole context.
 RANGES: dict[str, Range] = {
     "max_tokens": Range(int, 0, INF),
     "temperature": Range(float, 0.0, 100.0),
     "top_k": Range(int, 0, INF),
-    "top_p": Range(float, 0.0, 1.0, low_open=True),
+    "top_p": Range(float, 0.0, 1.0),
     "min_p": Range(float, 0.0, 1.0),
     "typical_p": Range(float, 0.0, 1.0, low_open=True),
     "repeat_penalty": Range(float, 0.0, 100.0, low_open=True),

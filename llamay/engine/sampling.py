@@ -8,8 +8,8 @@ The chain is llama.cpp's default sampler chain, in its order:
 with llama.cpp's defaults (top-k 40, top-p 0.95, min-p 0.05, temperature 0.8; typical-p 1 and
 every penalty off). The grammar mask comes first: llama.cpp samples without it and resamples with
 it when the grammar rejects the token, which picks the same token as masking first. A temperature
-of 0 is greedy: the arg-max of the masked, biased and penalized logits, the lowest id among
-equals.
+of 0 (or a top-p of 0) is greedy: the arg-max of the masked, biased and penalized logits, the
+lowest id among equals.
 
 Penalties follow llama.cpp: over the last `repeat_last_n` tokens of the context (the prompt
 included), a token seen c times has a positive logit divided by `repeat_penalty` (a negative one
@@ -94,8 +94,9 @@ def new_seed() -> int:
 class SamplingParams:
     """What a caller chooses about sampling; the defaults are llama.cpp's.
 
-    `top_k` 0, `top_p` 1 and `min_p` 0 each switch their stage off. `seed` None draws a fresh seed
-    when a Sampler is made (it reports the one it drew).
+    `top_k` 0, `top_p` 1 and `min_p` 0 each switch their stage off; `temperature` 0 and `top_p` 0
+    (the smallest head of the distribution: its one most likely token) are greedy. `seed` None
+    draws a fresh seed when a Sampler is made (it reports the one it drew).
     """
 
     temperature: float = 0.8
@@ -125,7 +126,7 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0
+        return self.temperature == 0 or self.top_p == 0
 
 
 # --- the stages ----------------------------------------------------------------------------------

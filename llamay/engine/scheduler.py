@@ -20,6 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
+from llamay.engine.draft import propose as propose_drafts
 from llamay.engine.generate import Generation
 from llamay.errors import ContextOverflow, LlamayError
 from llamay.state import Context
@@ -125,6 +126,7 @@ class Scheduler:
                     generation.advance()
                 except Exception as error:  # this sequence's own failure, not its neighbours'
                     generation.fail(error)
+        self._draft(running)
         feeding = [g for g in running if g.pending and not g.done]
         if not feeding:
             return
@@ -139,6 +141,20 @@ class Scheduler:
             plan.append((generation, n))
             budget -= n
         self._feed(plan)
+
+    @staticmethod
+    def _draft(running: list[Generation]) -> None:
+        """The draft models' proposals for the generations that want one, a draft model's
+        proposals batched together (draft.py)."""
+        by_draft: dict[int, list[tuple[Generation, tuple]]] = {}
+        for generation in running:
+            request = None if generation.done else generation.draft_request()
+            if request is not None:
+                by_draft.setdefault(id(request[0].model), []).append((generation, request))
+        for asks in by_draft.values():
+            drafts = propose_drafts([request for _, request in asks])
+            for (generation, _), draft in zip(asks, drafts, strict=True):
+                generation.take_draft(draft)
 
     def _feed(self, plan: list[tuple[Generation, int]]) -> None:
         items = [(g.context, g.pending[:n]) for g, n in plan]

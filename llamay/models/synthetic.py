@@ -299,6 +299,9 @@ FILE_TYPES = {
     "Q8_0": 7,
     "Q5_0": 8,
     "Q5_1": 9,
+    "Q4_K": 14,  # a pure Q4_K file is what llama-quantize --pure Q4_K_S writes
     "Q4_K_M": 15,
+    "Q5_K": 16,  # the same, Q5_K_S
+    "Q6_K": 18,
     "MXFP4_MOE": 38,
 }

@@ -4,7 +4,7 @@ It runs under waitress (`llamay serve`) or any other WSGI server (docs/deploy.md
 parts every route shares: who may call (guard.py: Host, Origin, CORS, the API key), error
 rendering in the shape of the request's family, metrics, the contexts every API keeps on the
 server (contexts.py; with a state directory, statedir.py), `GET /health` and `GET /ready`
-(drain.py).
+(drain.py). The chat page (ui.py) is one more family of routes.
 """
 
 from __future__ import annotations
@@ -14,7 +14,17 @@ import os
 
 import falcon
 
-from llamay.server import anthropic, metrics, native, ollama, openai, openapi, rerank, responses
+from llamay.server import (
+    anthropic,
+    metrics,
+    native,
+    ollama,
+    openai,
+    openapi,
+    rerank,
+    responses,
+    ui,
+)
 from llamay.server.config import ServerConfig
 from llamay.server.contexts import ContextRegistry
 from llamay.server.drain import InFlight, Ready
@@ -24,7 +34,7 @@ from llamay.server.models import ModelManager
 from llamay.server.state import ServerState
 from llamay.server.statedir import StateDir
 
-FAMILIES = (openai, responses, anthropic, ollama, native, metrics, rerank, openapi)
+FAMILIES = (openai, responses, anthropic, ollama, native, metrics, rerank, openapi, ui)
 
 
 def create_app(config: ServerConfig | None = None) -> falcon.App:
@@ -56,7 +66,7 @@ def create_app(config: ServerConfig | None = None) -> falcon.App:
             *middleware,
             metrics.MetricsMiddleware(state.metrics),
             guard,
-            RequireKey(config.api_key),
+            RequireKey(config.api_key, public=ui.is_public),
         ]
     )
     app.llamay_state = state  # what `llamay serve` drains on SIGTERM (listen.py)

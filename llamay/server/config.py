@@ -38,7 +38,8 @@ class ServerConfig:
     contexts still hold included); the least recently used model is unloaded to make room for
     another. keep_alive: seconds a model stays loaded after its last use (negative: forever).
     model_dirs: directories under which a request may name a .gguf file by path; any other
-    path is refused before it is opened. aliases: request name -> model name.
+    path is refused before it is opened. aliases: request name -> model name. drafts: request
+    name -> the draft model generations of that model speculate with.
     context_ttl: seconds a context made over HTTP lives after its last use; max_contexts: how
     many such contexts may be open at once (429 past it). connection_limit, channel_timeout
     (seconds an idle connection is kept) and header_timeout (seconds a request's headers may
@@ -68,6 +69,7 @@ class ServerConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY
     model_dirs: tuple[Path, ...] = ()
     aliases: dict[str, str] = field(default_factory=dict)
+    drafts: dict[str, str] = field(default_factory=dict)
     context_ttl: float = DEFAULT_CONTEXT_TTL
     max_contexts: int = DEFAULT_MAX_CONTEXTS
     connection_limit: int = DEFAULT_CONNECTION_LIMIT

@@ -125,15 +125,18 @@ MAX_JSON_DEPTH = 64
 
 
 def read_json(req: falcon.Request, limit: int) -> dict[str, Any]:
-    """The request's body as a JSON object: 415 unless it is sent as application/json, 413 past
-    `limit` bytes, 400 if it is not a JSON object of finite numbers and Unicode strings nested at
-    most MAX_JSON_DEPTH deep."""
+    """The request's body as a JSON object: 415 when it is sent as another type (a form,
+    text/plain: what a page may send cross-site without a preflight), 413 past `limit` bytes,
+    400 if it is not a JSON object of finite numbers and Unicode strings nested at most
+    MAX_JSON_DEPTH deep. A body without a Content-Type is read as JSON, as Ollama does (litellm
+    and curl scripts send none); a browser's cross-site request carries an Origin, which the
+    guard checks (guard.py)."""
     media = (req.content_type or "").split(";")[0].strip().lower()
-    if media != "application/json":
+    if media not in ("application/json", ""):
         raise ApiError(
             415,
             f"send the body as JSON with 'Content-Type: application/json' "
-            f"(this request says {req.content_type or 'nothing'!r})",
+            f"(this request says {req.content_type!r})",
         )
     if req.content_length is not None and req.content_length > limit:
         raise ApiError(413, f"the request body is larger than the server's limit ({limit} bytes)")

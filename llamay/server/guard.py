@@ -15,10 +15,13 @@ rebinding). So, in this order (docs/security.md):
 3. CORS: a preflight (OPTIONS with Access-Control-Request-Method) from an allowed origin is
    answered here, before the key check (browsers send no credentials on a preflight); other
    answers to an allowed origin carry Access-Control-Allow-Origin.
-4. With an API key, every other request must carry it.
+4. With an API key, every other request must carry it, but those the app names public (the
+   chat page's files, which hold no secret: the page asks for the key).
 
-Requiring `Content-Type: application/json` on JSON routes (errors.read_json) closes the last
-door: a page can send a cross-origin request without a preflight only as a form or text/plain.
+JSON routes refuse a body sent as a form or text/plain (errors.read_json): the types a page may
+send cross-origin without a preflight. A body without a Content-Type is read as JSON (clients
+such as litellm send none); a browser sends such a body cross-origin only with its Origin, which
+check 2 refuses.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
 import falcon
@@ -111,13 +114,17 @@ class Guard:
 
 class RequireKey:
     """With an API key configured, every request must carry it, as `Authorization: Bearer KEY`
-    (OpenAI, Ollama clients) or `x-api-key: KEY` (Anthropic clients)."""
+    (OpenAI, Ollama clients) or `x-api-key: KEY` (Anthropic clients), but those `public` says
+    need none."""
 
-    def __init__(self, api_key: str | None) -> None:
+    def __init__(
+        self, api_key: str | None, public: Callable[[falcon.Request], bool] = lambda req: False
+    ) -> None:
         self.api_key = api_key.encode() if api_key else None
+        self.public = public
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        if self.api_key is None:
+        if self.api_key is None or self.public(req):
             return
         given = [req.get_header("x-api-key") or ""]
         authorization = req.get_header("Authorization") or ""

@@ -61,13 +61,28 @@ def chat_prompt(
     template_kwargs: Mapping[str, Any] | None = None,
 ) -> list[int]:
     """Prompt ids of a conversation (OpenAI-shaped messages: role, content as a string or text
-    parts, tool_calls, tool_call_id) through the model's chat template, ready for the assistant.
+    parts, tool_calls, tool_call_id) through the model's chat template, ready for the assistant
+    (`render_chat` says how). See `fit` for `truncate` and `reserve`.
+    """
+    rendered = render_chat(model, messages, tools=tools, template_kwargs=template_kwargs)
+    rendered = bounded_text(model, rendered, truncate=truncate)
+    return fit(model, chat_prompt_ids(model, rendered), truncate=truncate, reserve=reserve)
+
+
+def render_chat(
+    model: Model,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    template_kwargs: Mapping[str, Any] | None = None,
+) -> str:
+    """A conversation as the model's chat template writes it, ready for the assistant's turn.
 
     A trailing assistant message is continued (prefill): the answer goes on from its text.
     `tools` (OpenAI function tools) are rendered by the template when it takes them, else into
     the system message. System messages anywhere in the list are gathered into one at the top,
     as every template expects. `template_kwargs` reach the template as variables
-    (`enable_thinking`, `reasoning_effort`). See `fit` for `truncate` and `reserve`.
+    (`enable_thinking`, `reasoning_effort`).
     """
     if not messages:
         raise ApiError(400, "messages must not be empty", "messages")
@@ -98,10 +113,7 @@ def chat_prompt(
         tools=list(tools) if tools and native_tools else None,
         **dict(template_kwargs or {}),
     )
-    if prefill:
-        rendered += prefill
-    rendered = bounded_text(model, rendered, truncate=truncate)
-    return fit(model, chat_prompt_ids(model, rendered), truncate=truncate, reserve=reserve)
+    return rendered + (prefill or "")
 
 
 def prefill_of(messages: Sequence[Any]) -> str:
@@ -527,8 +539,8 @@ class Outcome:
 
 
 class Unsampled:
-    """A choice that generates nothing (completions with max_tokens 0 and echo: the prompt is
-    only scored), in the shape of a finished Generation."""
+    """A choice that generates nothing (max_tokens 0; with echo, the prompt is only scored), in
+    the shape of a finished Generation."""
 
     finish_reason = "length"
     error = None

@@ -119,10 +119,12 @@ class ModelManager:
         with self._load_lock:
             with self._lock:
                 entry = self._touch(path, seconds)
-                if entry is None:
-                    self._make_room(path.stat().st_size)  # the weights at least, before loading
             if entry is not None:
                 return entry.model
+            draft = self._draft_of(name)
+            weights = path.stat().st_size + (draft.stat().st_size if draft else 0)
+            with self._lock:
+                self._make_room(weights)  # the weights at least, before loading
             model = llamay.load(
                 path,
                 threads=self.config.model_threads,
@@ -130,9 +132,9 @@ class ModelManager:
                 kv_memory=self.config.kv_memory,
                 kv_type=self.config.kv_type,
                 lookup=self.config.lookup,
+                draft=draft,
             )
-            stats = model.kv_stats()
-            size = path.stat().st_size + stats["pages_total"] * stats["bytes_per_page"]
+            size = model.memory_bytes
             now = time.time()
             label = self._label(name, path)
             entry = LoadedModel(name, path, model, size, now, now + seconds, label)
@@ -144,6 +146,14 @@ class ModelManager:
                     raise
                 self._loaded[path] = entry
         return model
+
+    def _draft_of(self, name: str) -> Path | None:
+        """The draft model file `--draft NAME=DRAFT` gives the model `name` (by the name a
+        request used, or the name an alias points at), or None."""
+        draft = self.config.drafts.get(name) or self.config.drafts.get(
+            self.config.aliases.get(name, name)
+        )
+        return self.resolve(draft) if draft is not None else None
 
     def resolve(self, name: str) -> Path:
         """The .gguf file a request's model name stands for (ModelNotFound if none). A name

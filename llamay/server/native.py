@@ -3,6 +3,9 @@
 A context is made from a model and a prompt (or chat messages), generated in (the context keeps
 what was generated, so the next request goes on from there), forked (copy-on-write: no page is
 copied until one side writes), saved to a snapshot file and restored from one, and deleted.
+A context made from messages keeps its conversation (transcript.py): a generate request may add
+turns to it through the chat template, and reading the context gives it back. A running
+generation can be cancelled by another request (the stream still ends with its `done` event).
 `GET /llamay/v1/stats` gives each loaded model's KV page accounting.
 
 Errors have the OpenAI shape, `{"error": {"message", "type", "param", "code"}}` (errors.py).
@@ -30,7 +33,7 @@ import falcon
 from llamay.engine import Model, ranges
 from llamay.errors import LlamayError, SnapshotMismatch
 from llamay.paths import temp_prefix
-from llamay.server import inference, sse
+from llamay.server import inference, sse, transcript
 from llamay.server.contexts import ContextRegistry, Entry
 from llamay.server.ending import stop
 from llamay.server.errors import ApiError, read_json
@@ -49,7 +52,7 @@ _SAMPLING = (
     *(name for name in ranges.RANGES if name not in ("logprobs", *ranges.REQUEST_ONLY)),
     "stop",
 )
-_GENERATE_FIELDS = {*_SAMPLING, "prompt", "stream", "grammar", "json_schema"}
+_GENERATE_FIELDS = {*_SAMPLING, "prompt", "messages", "stream", "grammar", "json_schema"}
 _CREATE_FIELDS = {"model", "prompt", "messages"}
 
 
@@ -66,6 +69,7 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
     app.add_route(f"{PREFIX}/contexts/{{context_id}}", _OneContext(registry))
     app.add_route(f"{PREFIX}/contexts/{{context_id}}/generate", _Generate(state, registry))
     app.add_route(f"{PREFIX}/contexts/{{context_id}}/fork", _Fork(registry))
+    app.add_route(f"{PREFIX}/contexts/{{context_id}}/cancel", _Cancel(registry))
     app.add_route(f"{PREFIX}/contexts/{{context_id}}/snapshot", _Snapshot(registry))
     app.add_route(f"{PREFIX}/stats", _Stats(state, registry))
     describe_routes()
@@ -100,6 +104,7 @@ class _Contexts:
         if (prompt is None) == (messages is None):
             raise ApiError(400, "give either 'prompt' (text) or 'messages' (a chat), not both")
         model = self.state.models.get(name)
+        turns = None
         if prompt is not None:
             if not isinstance(prompt, str):
                 raise ApiError(400, "prompt must be a string", "prompt")
@@ -108,7 +113,10 @@ class _Contexts:
             if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
                 raise ApiError(400, "messages must be a list of message objects", "messages")
             ids = inference.chat_prompt(model, messages)
+            turns = transcript.started(messages)
         context = model.context()
+        if turns is not None:
+            context.note = transcript.noted(None, turns)
         try:
             context.feed(ids)
         except BaseException:
@@ -147,7 +155,16 @@ class _OneContext:
     def on_get(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
         entry = self.registry.get(context_id)
         _name_session(req, resp, entry.id)
-        resp.media = entry.describe() | {"persisted_n_tokens": entry.persisted_n_tokens}
+        context = entry.context
+        turns = transcript.of(context.note)
+        resp.media = entry.describe() | {
+            "persisted_n_tokens": entry.persisted_n_tokens,
+            "n_ctx": context.model.n_ctx,
+            "pages": context.page_sharing(),
+            "messages": turns,
+            # what a context made from a prompt holds, as text (a conversation has its turns)
+            "text": context.model.detokenize(context.tokens) if turns is None else None,
+        }
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
         entry = self.registry.get(context_id)
@@ -173,6 +190,23 @@ class _Fork:
         resp.media = child.describe()
 
 
+class _Cancel:
+    """Ends the generation running in a context, if one is: it stops before its next token,
+    and its request answers as usual, with finish_reason "cancelled"."""
+
+    def __init__(self, registry: ContextRegistry) -> None:
+        self.registry = registry
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
+        entry = self.registry.get(context_id)
+        generation = entry.generation
+        running = generation is not None and generation.finish_reason is None
+        if running:
+            generation.cancel()
+        _name_session(req, resp, entry.id)
+        resp.media = {"id": entry.id, "cancelled": running}
+
+
 class _Snapshot:
     def __init__(self, registry: ContextRegistry) -> None:
         self.registry = registry
@@ -182,7 +216,8 @@ class _Snapshot:
         with tempfile.TemporaryDirectory(prefix=temp_prefix("llamay-snapshot")) as folder:
             path = Path(folder) / f"{context_id}.llamay"
             with _idle(entry):
-                entry.context.save(path, note={"model": entry.model_name})
+                note = dict(entry.context.note or {}) | {"model": entry.model_name}
+                entry.context.save(path, note=note)
             # The open file outlives its name: the body streams after the folder is gone.
             snapshot = open(path, "rb")  # noqa: SIM115 - falcon closes the stream
         resp.content_type = SNAPSHOT_TYPE
@@ -203,7 +238,8 @@ class _Generate:
         prompt = body.get("prompt", "")
         if not isinstance(prompt, str):
             raise ApiError(400, "prompt must be a string (text to add before generating)", "prompt")
-        prompt = inference.bounded_text(model, prompt, truncate=False)
+        if prompt and body.get("messages") is not None:
+            raise ApiError(400, "give 'prompt' (text) or 'messages' (turns), not both")
         stream = body.get("stream", False)
         if not isinstance(stream, bool):
             raise ApiError(400, "stream must be true or false", "stream")
@@ -214,6 +250,9 @@ class _Generate:
             entry.busy = True
         _name_session(req, resp, entry.id)
         try:
+            # Read while the context is ours: another request may have added to it.
+            prompt, turns = _what_to_add(entry, prompt, body.get("messages"))
+            prompt = inference.bounded_text(model, prompt, truncate=False)
             generation = model.generate(prompt, context=entry.context, **kwargs)
             entry.generation = generation
             inference.started([generation])
@@ -221,7 +260,7 @@ class _Generate:
             self._done(entry)
             raise
         if stream:
-            sse.respond(resp, self._events(entry, generation))
+            sse.respond(resp, self._events(entry, generation, turns))
             return
         try:
             with cancelled_on_disconnect(req, [generation]):
@@ -229,7 +268,7 @@ class _Generate:
                     pass
         finally:
             stop(generation)
-            self._done(entry)
+            self._done(entry, generation, turns)
         self._count(entry, generation)
         resp.media = {
             "text": generation.text,
@@ -238,7 +277,9 @@ class _Generate:
             "n_tokens": entry.context.n_tokens,
         }
 
-    def _events(self, entry: Entry, generation: Any) -> Iterator[bytes]:
+    def _events(
+        self, entry: Entry, generation: Any, turns: list[transcript.Turn] | None
+    ) -> Iterator[bytes]:
         """A token event per token, then a `done` event (or an `error` event)."""
         try:
             for piece in generation.pieces():
@@ -253,12 +294,21 @@ class _Generate:
             yield sse.event({"error": {"message": str(error)}}, "error")
         finally:
             stop(generation)
-            self._done(entry)
+            self._done(entry, generation, turns)
 
-    def _done(self, entry: Entry) -> None:
-        """A generation in `entry` has ended: what it changed is written behind (before
-        anything else may run in the context), and the context is idle again."""
+    def _done(
+        self,
+        entry: Entry,
+        generation: Any = None,
+        turns: list[transcript.Turn] | None = None,
+    ) -> None:
+        """A generation in `entry` has ended: its text joins the conversation (`turns`, when the
+        context keeps one), what it changed is written behind (before anything else may run in
+        the context), and the context is idle again."""
         entry.generation = None
+        if generation is not None and turns is not None:
+            answered = transcript.answered(turns, generation.text)
+            entry.context.note = transcript.noted(entry.context.note, answered)
         try:
             self.registry.touch(entry)
         finally:
@@ -311,6 +361,30 @@ def _name_session(req: falcon.Request, resp: falcon.Response, context_id: str) -
         resp.set_header(SESSION_HEADER, given)
     else:
         resp.set_header(SESSION_HEADER, context_id)
+
+
+def _what_to_add(
+    entry: Entry, prompt: str, messages: Any
+) -> tuple[str, list[transcript.Turn] | None]:
+    """The text a generate request adds to `entry`'s context before generating, and the
+    conversation the context then holds (None for a context that keeps none): `messages`
+    added through the chat template, or `prompt` as it stands (in a conversation, the start
+    of the answer)."""
+    turns = transcript.of(entry.context.note)
+    if messages is not None:
+        if turns is None:
+            raise ApiError(
+                400,
+                f"context {entry.id} was not made from messages, so it has no conversation to "
+                "add turns to; add text with 'prompt'",
+                "messages",
+            )
+        added = transcript.added_turns(messages)
+        text = transcript.continuation(entry.context.model, turns, added)
+        return text, transcript.extended(turns, added)
+    if turns is None:
+        return prompt, None
+    return prompt, transcript.answered(turns, prompt)
 
 
 def _refuse_unknown(body: dict[str, Any], known: set[str]) -> None:

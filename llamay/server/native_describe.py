@@ -28,6 +28,7 @@ _CONTEXT = {
     "required": ["id", "model", "n_tokens"],
 }
 _CONTEXT_ID = {"type": "string", "pattern": "^ctx-[0-9a-f]{16}$"}
+_COUNT = {"type": "integer", "minimum": 0}
 _MESSAGE = {
     "type": "object",
     "properties": {
@@ -39,11 +40,50 @@ _MESSAGE = {
 
 
 def describe_routes() -> None:
+    added_turn = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "role": {"type": "string", "enum": ["user", "assistant"]},
+            "content": {"type": "string"},
+        },
+        "required": ["role", "content"],
+    }
+    one_context = {
+        "type": "object",
+        "properties": {
+            **_CONTEXT["properties"],
+            "n_ctx": {"type": "integer", "description": "the most tokens the context holds"},
+            "pages": {
+                "type": "object",
+                "description": "its KV pages: shared with another context, and its own",
+                "properties": {"total": _COUNT, "shared": _COUNT, "own": _COUNT},
+            },
+            "messages": {
+                "type": ["array", "null"],
+                "items": _MESSAGE,
+                "description": "the conversation of a context made from messages; its last "
+                "turn, the assistant's, is open",
+            },
+            "text": {
+                "type": ["string", "null"],
+                "description": "the text of a context that keeps no conversation",
+            },
+        },
+        "required": _CONTEXT["required"],
+    }
     generate_request = {
         "type": "object",
         "additionalProperties": False,
         "properties": {
             "prompt": {"type": "string", "description": "text to add before generating"},
+            "messages": {
+                "type": "array",
+                "items": added_turn,
+                "minItems": 1,
+                "description": "turns to add to the conversation of a context made from "
+                "messages, through the chat template, before generating",
+            },
             **{
                 name: openapi.parameter(name)
                 for name in ranges.RANGES
@@ -101,10 +141,10 @@ def describe_routes() -> None:
     openapi.describe(
         "GET",
         f"{PREFIX}/contexts/{{context_id}}",
-        "One context",
+        "One context: its length, pages and conversation",
         tag="llamay",
         path_params={"context_id": _CONTEXT_ID},
-        response=_CONTEXT,
+        response=one_context,
         errors={404: "no such context"},
     )
     openapi.describe(
@@ -136,6 +176,18 @@ def describe_routes() -> None:
         response=_CONTEXT,
         status=201,
         errors=context_errors,
+    )
+    openapi.describe(
+        "POST",
+        f"{PREFIX}/contexts/{{context_id}}/cancel",
+        "Cancel the generation running in a context (its request ends as cancelled)",
+        tag="llamay",
+        path_params={"context_id": _CONTEXT_ID},
+        response={
+            "type": "object",
+            "properties": {"id": {"type": "string"}, "cancelled": {"type": "boolean"}},
+        },
+        errors={404: "no such context"},
     )
     openapi.describe(
         "GET",

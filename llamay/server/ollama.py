@@ -21,7 +21,7 @@ import falcon
 from llamay._version import __version__
 from llamay.engine import Model
 from llamay.errors import LlamayError
-from llamay.server import inference, ollama_models, pipeline
+from llamay.server import inference, ollama_models, pipeline, ui
 from llamay.server.answer import reasoning_of
 from llamay.server.errors import ApiError, read_json
 from llamay.server.models import parse_keep_alive
@@ -31,6 +31,7 @@ from llamay.server.ollama_options import OLLAMA_OPTIONS
 from llamay.server.ollama_template import render_template
 from llamay.server.state import Route, ServerState
 from llamay.server.watch import cancelled_on_disconnect
+from llamay.system import system_info
 
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
@@ -45,17 +46,34 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
 
 
 class _Root:
+    """Ollama's "Ollama is running"; a browser (which ranks text/html first) gets the chat
+    page (ui.py) instead."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.vary = ("Accept",)
+        if ui.prefers_page(req):
+            ui.send_page(req, resp)
+            return
         resp.content_type = falcon.MEDIA_TEXT
         resp.text = "Ollama is running"
 
     def on_head(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.content_type = falcon.MEDIA_TEXT
+        resp.vary = ("Accept",)
+        resp.content_type = (
+            "text/html; charset=utf-8" if ui.prefers_page(req) else falcon.MEDIA_TEXT
+        )
 
 
 class _Version:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = {"version": __version__}
+        # Ollama's one key, then what a bug report needs: the kernel set and the CPU
+        info = system_info()
+        resp.media = {
+            "version": __version__,
+            "kernels": info["kernels"],
+            "cpu": info["cpu"],
+            "cpu_features": info["features"],
+        }
 
 
 # --- generate and chat -------------------------------------------------------------------------

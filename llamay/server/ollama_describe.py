@@ -81,13 +81,29 @@ def describe_routes() -> None:
     ndjson = "application/x-ndjson"
     describe = openapi.describe
     for method in ("GET", "HEAD"):
-        describe(method, "/", "Ollama is running", tag="ollama", response_type="text/plain")
+        describe(
+            method,
+            "/",
+            "Ollama is running; the chat page for a request that ranks text/html above "
+            "text/plain (a browser)",
+            tag="ollama",
+            response_type="text/plain",
+            other_responses={"text/html": {"type": "string"}},
+        )
     describe(
         "GET",
         "/api/version",
         "The server's version",
         tag="ollama",
-        response={"type": "object", "properties": {"version": _STRING}},
+        response={
+            "type": "object",
+            "properties": {
+                "version": _STRING,
+                "kernels": {"type": ["string", "null"]},
+                "cpu": _STRING,
+                "cpu_features": {"type": "array", "items": _STRING},
+            },
+        },
     )
     common = {
         "model": _STRING,

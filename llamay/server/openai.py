@@ -491,12 +491,6 @@ class _Completions(Route):
         max_tokens = body.get("max_tokens")
         if max_tokens is None:
             max_tokens = 16  # OpenAI's default for completions
-        if max_tokens == 0 and not echo:
-            raise ApiError(
-                400,
-                "max_tokens must be at least 1 (0 is only for scoring a prompt with echo)",
-                "max_tokens",
-            )
         sampling = inference.request_sampling(
             model, body, max_tokens=max_tokens, logprobs=body.get("logprobs")
         )

@@ -36,6 +36,8 @@ class Operation:
     other_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
     response: dict[str, Any] | None = None
     response_type: str = JSON
+    # Other media types the answer may have (content negotiation): media type -> schema.
+    other_responses: dict[str, dict[str, Any]] = field(default_factory=dict)
     status: int = 200
     # Other answers: status -> description (errors share each family's error shape).
     errors: dict[int, str] = field(default_factory=dict)
@@ -59,7 +61,7 @@ MODEL_ROUTE_ERRORS = {
 _GUARD_ERRORS = {
     403: "a foreign Origin on a route that changes things, or (without an API key) a Host that is not this server's"
 }
-_JSON_ERRORS = {415: "the body is not sent as application/json"}
+_JSON_ERRORS = {415: "the body is sent as another type than application/json"}
 
 
 def parameter(name: str, nullable: bool | None = None) -> dict[str, Any]:
@@ -97,6 +99,7 @@ def describe(
     other_requests: dict[str, dict[str, Any]] | None = None,
     response: dict[str, Any] | None = None,
     response_type: str = JSON,
+    other_responses: dict[str, dict[str, Any]] | None = None,
     status: int = 200,
     errors: dict[int, str] | None = None,
     query: dict[str, dict[str, Any]] | None = None,
@@ -104,7 +107,8 @@ def describe(
     stream_type: str | None = None,
 ) -> None:
     """Record what `method path` takes and answers: JSON schemas of the request and response
-    bodies (and of other media types the request may be sent as), the success status, the
+    bodies (and of other media types the request may be sent as, or the answer may have, by
+    the request's Accept header), the success status, the
     error statuses it may give, query and path parameters (name -> schema; a path parameter
     is any string unless given) and, for routes that stream on request, the streamed media
     type."""
@@ -116,6 +120,7 @@ def describe(
         dict(other_requests or {}),
         response,
         response_type,
+        dict(other_responses or {}),
         status,
         dict(errors or {}),
         dict(query or {}),
@@ -201,6 +206,7 @@ def _operation(method: str, template: str, op: Operation) -> dict[str, Any]:
     content: dict[str, Any] = {}
     if method != "HEAD":
         content[op.response_type] = {"schema": op.response or {}}
+        content |= {kind: {"schema": schema} for kind, schema in op.other_responses.items()}
         if op.stream_type:
             content[op.stream_type] = {"schema": {"type": "string"}}
     success: dict[str, Any] = {"description": op.summary}

@@ -312,11 +312,13 @@ def start(request: GenerationRequest) -> Run:
     context = request.context
     if context is not None and len(prompts) != 1:
         raise ValueError("a caller's context holds one prompt")
-    scoring = request.echo and kwargs.get("max_tokens") == 0
+    # max_tokens 0 (OpenAI's minimum): an empty answer cut by its length; with echo, the prompt
+    # is only scored. Nothing is evaluated unless a caller's context is to hold the prompt.
+    nothing = kwargs.get("max_tokens") == 0 and context is None
     generations: list[Any] = []
     try:
         for ids in prompts:
-            if scoring:  # the prompt is only scored (its echo): nothing is generated
+            if nothing:
                 generations += [inference.Unsampled(len(ids)) for _ in range(n)]
             else:
                 fed = ids[request.held :]

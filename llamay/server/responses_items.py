@@ -360,7 +360,7 @@ def _flag(body: Mapping[str, Any], name: str, default: bool) -> bool:
 
 
 def _max_output_tokens(value: Any) -> Any:
-    """At least one token (the range table allows 0, which completions' echo scoring uses)."""
+    """At least one token (the range table allows 0, which chat and text completions take)."""
     if isinstance(value, int) and not isinstance(value, bool) and value < 1:
         raise ApiError(
             400, f"max_output_tokens must be at least 1, not {value}", "max_output_tokens"

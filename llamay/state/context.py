@@ -91,6 +91,13 @@ class Context:
         """The page list itself, for the KV cache's verbs and the forward step."""
         return self._pages
 
+    def page_sharing(self) -> dict[str, int]:
+        """The pages this context holds: in all, those another context holds too (a fork, or
+        one it was forked from: no memory of their own), and its own (freed when it closes)."""
+        self.check_open()
+        shared = self._cache.shared(self._pages)
+        return {"total": len(self._pages), "shared": shared, "own": len(self._pages) - shared}
+
     @property
     def closed(self) -> bool:
         return self._closed
@@ -152,6 +159,19 @@ class Context:
             last = self._tokens[n_tokens - 1]
             self._truncate(n_tokens - 1)
             self.feed([last])
+
+    def truncate(self, n_tokens: int) -> None:
+        """Keeps the first n_tokens tokens and forgets the rest, dropping the pages past them,
+        without recomputing anything: the logits are unknown until the next feed (a draft
+        model's context, cut back to the tokens its target kept)."""
+        self.check_open()
+        if not 0 <= n_tokens <= self.n_tokens:
+            raise ValueError(
+                f"cannot truncate to {n_tokens} tokens: the context has {self.n_tokens}"
+            )
+        if n_tokens < self.n_tokens:
+            with self._cache.lock:
+                self._truncate(n_tokens)
 
     def save(self, path: str | os.PathLike[str], note: dict[str, Any] | None = None) -> None:
         """Writes a snapshot (tokens, KV pages, logits, checksums) that model.restore reads;

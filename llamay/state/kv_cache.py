@@ -210,6 +210,14 @@ class KVCache:
         freed = sum(self.refcount(int(page)) == 1 for page in dropped)
         return max(0, int(needs) - freed)
 
+    def shared(self, pages: PageList) -> int:
+        """How many of a sequence's pages another sequence holds too (the prefix tree's
+        reference on a page does not count: the tree shares what it caches, it uses nothing)."""
+        with self.lock:
+            ids = pages.ids
+            holders = self.table.refcounts(ids) - np.isin(ids, self.tree.pages())
+            return int(np.count_nonzero(holders > 1))
+
     def stats(self) -> dict[str, Any]:
         """Page accounting: page_tokens, pages_total, pages_used, pages_free, bytes_per_page,
         dtype; pages_cached (pages the prefix tree holds, some of them also held by contexts),

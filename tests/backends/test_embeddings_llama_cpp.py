@@ -1,4 +1,4 @@
-"""The encoders of issue 15 (BERT, nomic-bert, a BERT cross-encoder) against llama.cpp.
+"""The encoders (BERT, nomic-bert, a BERT cross-encoder) against llama.cpp.
 
 tests/data/embeddings holds llama.cpp's pooled vectors (mean and CLS pooling for BERT, mean for
 nomic-bert) and rerank scores of six texts, on synthetic 2-layer models at F16 and Q8_0

@@ -4,7 +4,7 @@ Tiny random models with F32 weights and an F32 KV cache: the CPU backend quantiz
 there, so its log-probabilities must equal the reference's to fp32 rounding. We allow 1e-4
 (what we see is 2e-6 to 8e-6: fp32 sums over 64-96 terms, our exp/tanh within 2 ulp) and check,
 for every feature a file switches on, that dropping it from the reference moves the result by
-more than 100 times that: the test sees the feature. The families of issue 15 (NEW_CASES: the
+more than 100 times that: the test sees the feature. The newer families (NEW_CASES: the
 mixtures of experts, Granite, OLMo 2 and 3, SmolLM3, Cohere 2, gpt-oss) switch their features
 off in the reference itself (tests/helpers/drops.py).
 
@@ -71,7 +71,7 @@ CASES = {
 }
 PROMPT = [1, *np.random.default_rng(1).integers(3, 64, 69).tolist()]
 
-# The families of issue 15: name -> (architecture, metadata, write_tiny options, the features
+# The newer families: name -> (architecture, metadata, write_tiny options, the features
 # (tests/helpers/drops.py) whose absence from the reference the test must see).
 YARN = {"rope.scaling.type": "yarn", "rope.scaling.factor": 4.0}
 MOE = {"n_expert": 4, "n_expert_used": 2}
@@ -163,7 +163,7 @@ def test_tiny_models_match_the_reference(tmp_path, name, page_tokens):
 
 @pytest.mark.parametrize("name", NEW_CASES)
 def test_new_families_match_the_reference(tmp_path, monkeypatch, name):
-    """Each family of issue 15, and each of its features dropped from the reference."""
+    """Each of the newer families, and each of its features dropped from the reference."""
     arch, metadata, options, features = NEW_CASES[name]
     path = write_tiny(tmp_path / "m.gguf", arch, metadata=metadata, **options)
     got = logprobs(path, page_tokens=16)

@@ -1,4 +1,4 @@
-"""The families of issue 15 against llama.cpp, at every type, on synthetic models.
+"""The families of tests/data/families against llama.cpp, at every type, on synthetic models.
 
 tests/data/families holds, for Granite, Granite MoE, OLMo 2, SmolLM3, Cohere 2, Qwen 2 MoE,
 Qwen 3 MoE, Mixtral and gpt-oss, each at F16, Q8_0 and Q4_K_M (and gpt-oss at MXFP4_MOE, its

@@ -1,4 +1,4 @@
-"""bench/fma_peak.c compiles with the flags the kernels are built with and prints the FMA rate,
+"""bench/probes/fma_peak.c compiles with the flags the kernels are built with and prints the FMA rate,
 then, on a machine with AVX-512 VNNI, one rate per integer instruction of the K-quant kernels
 (a shortened run: -DSTEPS)."""
 
@@ -15,14 +15,16 @@ from llamay._core import kernels as E
 from helpers.bench_scripts import BENCH
 
 INSTRUCTIONS = ["vpdpbusd", "vpdpwssd", "vpmulld", "vpaddd"]
+PROBE = BENCH / "probes" / "fma_peak.c"
 
 
+@pytest.mark.bench
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 @pytest.mark.skipif("avx2" not in E.kernel_sets(), reason="this machine has no AVX2 kernel set")
 def test_the_rates_it_prints(tmp_path):
     program = tmp_path / "fma_peak"
     subprocess.run(
-        ["cc", "-O2", "-march=native", "-DSTEPS=200000", str(BENCH / "fma_peak.c"), "-o", program],
+        ["cc", "-O2", "-march=native", "-DSTEPS=200000", str(PROBE), "-o", program],
         check=True,
         timeout=120,
     )

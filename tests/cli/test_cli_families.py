@@ -1,5 +1,6 @@
-"""`llamay run` and the Python API on a file of every family of issue 15: the same greedy text
-from both, and a chat turn through the family's template (gpt-oss: the built-in Harmony)."""
+"""`llamay run` and the Python API on a file of every family of tests/data/families: the same
+greedy text from both, and a chat turn through the family's template (gpt-oss: the built-in
+Harmony)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from llamay._core import _cpu
+
 from helpers.clitools import run_llamay
 
 DATA = Path(__file__).parent.parent / "data"
@@ -80,7 +82,15 @@ def test_bench_json_has_one_row_per_thread_count():
     rows = json.loads(result.stdout)
     assert [row["threads"] for row in rows] == [1, 2]
     for row in rows:
-        assert set(row) == {"threads", "prefill_tps", "decode_tps", "prompt_tokens", "gen_tokens"}
+        assert set(row) == {
+            "threads",
+            "prefill_tps",
+            "decode_tps",
+            "prompt_tokens",
+            "gen_tokens",
+            "kernels",
+        }
+        assert row["kernels"] == _cpu.best_kernel_set()
         assert (row["prompt_tokens"], row["gen_tokens"]) == (32, 8)
         assert row["prefill_tps"] > 0 and row["decode_tps"] > 0
 
@@ -107,7 +117,7 @@ def test_bench_depth_decodes_after_that_many_prompt_tokens():
     assert row["depth"] == 40 and row["gen_tokens"] == 4 and row["decode_tps"] > 0
     table = llamay_cli("bench", str(model), "-p", "8", "-n", "4", "-d", "40", "--repeat", "1")
     assert table.returncode == 0, table.stderr
-    assert table.stdout.splitlines()[0].split()[-2:] == ["@", "40"]
+    assert table.stdout.splitlines()[1].split()[-2:] == ["@", "40"]
 
 
 def test_bench_sequences_decode_at_once_each_after_its_own_depth():
@@ -122,7 +132,7 @@ def test_bench_sequences_decode_at_once_each_after_its_own_depth():
     assert row["gen_tokens"] == 4 and row["decode_tps"] > 0
     table = llamay_cli(*args, "--threads", "2")
     assert table.returncode == 0, table.stderr
-    assert table.stdout.splitlines()[0].split()[-3:] == ["x6", "@", "40"]
+    assert table.stdout.splitlines()[1].split()[-3:] == ["x6", "@", "40"]
     refused = llamay_cli("bench", str(model), "-s", "0")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
 
@@ -140,7 +150,8 @@ def test_bench_table_names_its_columns():
         "bench", str(model), "-p", "16", "-n", "4", "--threads", "1", "--repeat", "1"
     )
     assert result.returncode == 0, result.stderr
-    header, row = result.stdout.strip().splitlines()
+    kernels, header, row = result.stdout.strip().splitlines()
+    assert kernels.startswith(f"kernels {_cpu.best_kernel_set()} (best of ")
     assert header.split() == ["threads", "prefill", "16", "t/s", "decode", "4", "t/s"]
     assert row.split()[0] == "1" and len(row.split()) == 3
 

@@ -11,6 +11,7 @@ import pytest
 
 import llamay
 from llamay.engine.generate import chat_prompt_ids, generate
+from llamay.models.synthetic import requantize
 
 from helpers.clitools import assert_user_error, run_llamay
 
@@ -76,6 +77,17 @@ def test_n_bounds_the_tokens_generated():
     assert short.returncode == 0 and longer.returncode == 0
     assert "generated 5 tokens" in short.stderr and "generated 20 tokens" in longer.stderr
     assert longer.stdout.startswith(short.stdout) and len(longer.stdout) > len(short.stdout)
+
+
+def test_a_draft_model_changes_no_token(tmp_path):
+    draft = requantize(LLAMA2, tmp_path / "draft-Q4_0.gguf", "Q4_0")
+    args = ("run", str(LLAMA2), "The license", "--raw", "-n", "32", "--temp", "0.8", "--seed", "3")
+    plain, drafted = llamay_cli(*args), llamay_cli(*args, "--draft", str(draft))
+    assert plain.returncode == drafted.returncode == 0, drafted.stderr
+    assert drafted.stdout == plain.stdout != ""
+    assert re.search(r"draft \d+ of \d+ tokens accepted", drafted.stderr)
+    refused = llamay_cli(*args, "--draft", str(SYNTH / "qwen2-Q8_0.gguf"))
+    assert_user_error(refused, "qwen2-Q8_0.gguf cannot draft for llama2-spm-Q8_0.gguf")
 
 
 def test_seeded_sampling_repeats_and_reports_its_seed():

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
+
+from llamay._core import _cpu
 
 from helpers.clitools import assert_user_error, run_llamay
 
@@ -65,3 +68,32 @@ def test_usage_error_exits_2():
     result = run_llamay("show")
     assert result.returncode == 2
     assert "Missing argument" in result.stderr
+
+
+def test_system_names_the_cpu_and_the_kernel_set_in_use():
+    result = run_llamay("show", "--system")
+    assert result.returncode == 0, result.stderr
+    rows = dict(line.split(None, 1) for line in result.stdout.splitlines())
+    assert rows["kernels"] == f"{_cpu.best_kernel_set()} (the best this CPU runs)"
+    assert rows["built"] == ", ".join(_cpu.kernel_sets())
+    assert rows["runs"] == ", ".join(_cpu.usable_kernel_sets())
+    assert rows["features"].split() == _cpu.features()
+    assert rows["cpu"].endswith(f"({_cpu.cpu_count()} CPUs for this process)")
+    forced = run_llamay(
+        "show", "--system", "--json", env={**os.environ, "LLAMAY_KERNELS": "reference"}
+    )
+    info = json.loads(forced.stdout)
+    assert (info["kernels"], info["kernels_forced"]) == ("reference", True)
+    assert info["runs"] == _cpu.usable_kernel_sets()
+
+
+def test_system_reports_a_kernel_set_the_cpu_cannot_run():
+    foreign = "avx2" if "neon" in _cpu.kernel_sets() else "neon"
+    info = json.loads(
+        run_llamay(
+            "show", "--system", "--json", env={**os.environ, "LLAMAY_KERNELS": foreign}
+        ).stdout
+    )
+    assert info["kernels"] is None and f"no kernel set '{foreign}'" in info["kernels_error"]
+    both = run_llamay("show", "gemma3:270m", "--system")
+    assert both.returncode == 2 and "either MODEL or --system" in both.stderr

@@ -6,22 +6,28 @@ import json
 
 import pytest
 
+from llamay._core import _cpu
 from llamay.verify import DECODE, SEQUENCE
 
 from helpers.clitools import assert_user_error, run_llamay
 
-CHECKS = 7
+CHECKS = 9
 
 
 def test_verify_without_a_model_passes_every_check_on_the_builtin_one():
     result = run_llamay("verify")
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    head, *lines = result.stdout.splitlines()
+    # which code ran, on which CPU: what a report of a failure needs
+    assert head.startswith(f"kernels {_cpu.best_kernel_set()} (best of ")
     assert len(lines) == CHECKS + 1
     assert all(line.startswith("PASS  ") for line in lines[:CHECKS])
     assert lines[0].startswith("PASS  thread counts (1, ")
     # the sequence, then a deep one past two spans: its last prompt position and decode steps
     assert lines[0].endswith(f"max |Δlogit| = 0 over {SEQUENCE + 1 + DECODE} positions")
+    assert lines[CHECKS - 1].startswith(
+        f"PASS  kernel sets ({', '.join(_cpu.usable_kernel_sets())})"
+    )
     assert lines[-1].startswith(f"{CHECKS} of {CHECKS} checks passed (built-in synthetic model, ")
 
 
@@ -30,6 +36,8 @@ def test_verify_json_gives_each_check_with_its_figures():
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["model"] == "built-in synthetic model" and report["passed"] is True
+    assert report["system"]["kernels"] == _cpu.best_kernel_set()
+    assert report["system"]["features"] == _cpu.features()
     assert len(report["checks"]) == CHECKS
     for check in report["checks"]:
         assert {"name", "passed", "figure", "seconds"} <= set(check)

@@ -16,7 +16,7 @@ import pytest
 from gguf import GGMLQuantizationType, quants
 
 from llamay._core import matmul as mm
-from llamay.errors import UnsupportedModel
+from llamay.errors import UnsupportedCPU, UnsupportedModel
 from llamay.gguf.types import by_name
 
 FP16 = np.float16
@@ -379,7 +379,7 @@ def test_gguf_quantized_weights_match_float64():
         assert_accurate(name, run(name, w, x, n_rows=16), dequantize(name, w, 16, 512), x)
 
 
-def test_best_kernel_set_is_the_fastest_compiled_in():
+def test_best_kernel_set_is_the_fastest_this_cpu_runs():
     assert mm.best_kernel_set() == mm.kernel_sets()[-1]
     assert mm.kernel_sets()[0] == "reference"
 
@@ -394,8 +394,11 @@ def test_rejects_what_it_cannot_multiply():
         mm.matmul(np.zeros(10, np.uint8), by_name("Q8_0").id, 1, 32, x)
     with pytest.raises(ValueError, match="columns"):
         mm.matmul(np.zeros(34, np.uint8), by_name("Q8_0").id, 1, 32, np.zeros((1, 64), np.float32))
-    with pytest.raises(ValueError, match="kernel set"):
-        mm.matmul(np.zeros(34, np.uint8), by_name("Q8_0").id, 1, 32, x, kernels="neon")
+    with pytest.raises(ValueError, match="unknown kernel set"):
+        mm.matmul(np.zeros(34, np.uint8), by_name("Q8_0").id, 1, 32, x, kernels="avx9")
+    foreign = "avx2" if "neon" in mm.kernel_sets() else "neon"  # another architecture's set
+    with pytest.raises(UnsupportedCPU, match=f"no kernel set '{foreign}'"):
+        mm.matmul(np.zeros(34, np.uint8), by_name("Q8_0").id, 1, 32, x, kernels=foreign)
 
 
 @pytest.mark.parametrize("name", ["Q4_K", "Q5_K", "Q6_K"])

@@ -73,6 +73,18 @@ def test_refcount_semantics():
     assert (arena.n_used, arena.n_free) == (0, 4)
 
 
+def test_refcounts_of_many_pages_at_once():
+    arena = PageTable(4)
+    first, second = arena.alloc(), arena.alloc()
+    arena.incref(second)
+    ids = np.array([second, first, 3, second], dtype=np.int32)
+    assert arena.refcounts(ids).tolist() == [2, 1, 0, 2]
+    assert arena.refcounts(np.empty(0, dtype=np.int32)).tolist() == []
+    for bad in ([4], [-1]):
+        with pytest.raises(IndexError, match=r"page ids must be in 0\.\.3"):
+            arena.refcounts(np.array(bad, dtype=np.int32))
+
+
 def test_double_free_and_stale_ids_are_refused_without_changing_anything():
     arena = PageTable(4)
     page = arena.alloc()

@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 MARKER = re.compile(r"^<!--\s*(runnable|not-runnable:\s*\S.*?)\s*-->$")
 SHELL = {"sh", "bash", "shell", "console"}
-# Pages whose bodies other work is rewriting as this lands (issue 18 leaves them to it); their
-# shell blocks are held to the marker rule once they carry markers of their own.
+# Pages whose bodies other work is rewriting as this lands; their shell blocks
+# are held to the marker rule once they carry markers of their own.
 UNMARKED_FOR_NOW = {"deploy.md"}
 INSTALL = re.compile(r"\bpip install\b")
 SERVER_PORT = 11435

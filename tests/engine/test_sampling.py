@@ -132,6 +132,14 @@ def test_greedy_is_argmax_with_lowest_id_on_ties_whatever_the_seed():
     assert Sampler(SamplingParams(temperature=0)).sample(row, 0) == int(np.argmax(row))
 
 
+def test_top_p_0_is_greedy_whatever_the_temperature():
+    """OpenAI's minimum top_p keeps only the most likely token (the lowest id among equals)."""
+    logits = np.array([0.5, 2.0, -1.0, 2.0], dtype=np.float32)
+    for seed in (0, 1, 99):
+        params = SamplingParams(temperature=1.5, top_p=0, top_k=0, min_p=0, seed=seed)
+        assert draws(params, logits, 20).tolist() == [1] * 20
+
+
 # --- the chain -----------------------------------------------------------------------------------
 
 
@@ -206,7 +214,7 @@ def test_a_sampler_without_a_seed_draws_one_and_reports_it():
         {"temperature": -0.1},
         {"temperature": float("nan")},
         {"top_k": -1},
-        {"top_p": 0.0},
+        {"top_p": -0.1},
         {"top_p": 1.5},
         {"min_p": -0.1},
         {"min_p": 1.1},

@@ -1,4 +1,4 @@
-"""The families of issue 15 read their hyperparameters and tensors as llama.cpp does.
+"""The families of tests/data/families read their hyperparameters and tensors as llama.cpp does.
 
 Each case writes the family's synthetic model (llamay.models.synthetic, the writer the llama.cpp
 comparisons use) and checks what the loader makes of it: which layers slide, which rotate, the

@@ -98,3 +98,21 @@ def test_the_openapi_document_states_the_range_table(server):
         timeout=60,
     )
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "n"
+
+
+def test_the_specifications_minimums_are_taken(server):
+    """top_p 0 keeps only the most likely token (greedy, whatever the temperature); max_tokens
+    0 is an empty answer cut by its length."""
+    client = openai.OpenAI(base_url=server.url("/v1"), api_key="unused", max_retries=0)
+    messages = [{"role": "user", "content": "Name three colours."}]
+
+    def answer(**options):
+        reply = client.chat.completions.create(model="gemma3:270m", messages=messages, **options)
+        return reply.choices[0]
+
+    greedy = answer(max_tokens=12, temperature=0)
+    for seed in (1, 2):
+        top_p_0 = answer(max_tokens=12, temperature=1.5, top_p=0, seed=seed)
+        assert top_p_0.message.content == greedy.message.content
+    empty = answer(max_tokens=0)
+    assert (empty.message.content, empty.finish_reason) == ("", "length")

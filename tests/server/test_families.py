@@ -1,4 +1,4 @@
-"""`llamay serve` on files of the families of issue 15: an OpenAI chat completion from a
+"""`llamay serve` on files of the families of tests/data/families: an OpenAI chat completion from a
 mixture-of-experts model and from gpt-oss, greedy, as the Python API generates it."""
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def test_non_finite_numbers_are_400(server, number):
 @pytest.mark.parametrize(
     ("path", "body"),
     [
-        ("/v1/chat/completions", {"top_p": 0}),
+        ("/v1/chat/completions", {"top_p": -0.5}),
         ("/v1/completions", {"prompt": "Hi", "repeat_penalty": 0}),
         ("/api/generate", {"prompt": "Hi", "options": {"typical_p": 0}, "stream": False}),
         ("/api/generate", {"prompt": "Hi", "options": {"top_k": 3.5}, "stream": False}),

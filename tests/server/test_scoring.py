@@ -168,10 +168,13 @@ def test_scoring_only_with_max_tokens_0(server):
         assert choice["logprobs"]["text_offset"][0] == 0
 
 
-def test_max_tokens_0_without_echo_is_refused(server):
+def test_max_tokens_0_without_echo_is_an_empty_completion(server):
+    """OpenAI's minimum: nothing generated, cut by its length."""
     answer = _complete(server, prompt="Hi", max_tokens=0)
-    assert answer.status_code == 400
-    assert answer.json()["error"]["param"] == "max_tokens"
+    assert answer.status_code == 200, answer.text
+    [choice] = answer.json()["choices"]
+    assert (choice["text"], choice["finish_reason"]) == ("", "length")
+    assert answer.json()["usage"]["completion_tokens"] == 0
 
 
 def test_max_tokens_null_is_16_and_n_null_is_1(server):

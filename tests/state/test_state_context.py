@@ -74,6 +74,24 @@ def test_fork_shares_every_page_and_allocates_none():
     check_holders(model, [ctx, *forks])
 
 
+def test_page_sharing_counts_pages_other_contexts_hold_not_the_prefix_cache():
+    model = load()
+    parent = model.context()
+    parent.feed(tokens(40))  # pages 0, 1 full (the prefix tree caches them too); page 2 partial
+    assert len(model.kv_cache.tree.pages()) == 2
+    assert parent.page_sharing() == {"total": 3, "shared": 0, "own": 3}
+    child = parent.fork()
+    assert child.page_sharing() == parent.page_sharing() == {"total": 3, "shared": 3, "own": 0}
+    child.feed(tokens(30, start=5))  # its copy of page 2, then pages 3 and 4
+    assert child.page_sharing() == {"total": 5, "shared": 2, "own": 3}
+    assert parent.page_sharing() == {"total": 3, "shared": 2, "own": 1}
+    child.close()
+    assert parent.page_sharing() == {"total": 3, "shared": 0, "own": 3}
+    parent.close()
+    with pytest.raises(llamay.LlamayError, match="closed"):
+        parent.page_sharing()
+
+
 def test_the_first_write_into_a_shared_partial_page_copies_it(cold):
     model = load()
     parent = model.context()

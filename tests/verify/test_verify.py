@@ -3,15 +3,15 @@ they fail when the logits they compare differ."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 import llamay
+from llamay._core import _cpu
 from llamay.models.synthetic import write_builtin
 from llamay.verify import (
     DECODE,
+    KERNEL_SET_TOKENS,
     N_CTX,
     PAGE_TOKENS,
     SEQUENCE,
@@ -39,7 +39,7 @@ def test_the_builtin_model_tokenizes_any_text_through_its_byte_tokens(tmp_path):
 
 
 def test_every_check_passes_on_the_builtin_model():
-    threads = ", ".join(map(str, sorted({1, 2, len(os.sched_getaffinity(0))})))
+    threads = ", ".join(map(str, sorted({1, 2, _cpu.cpu_count()})))
     checks = list(run_checks())
     assert [check.name for check in checks] == [
         f"thread counts ({threads})",
@@ -49,6 +49,8 @@ def test_every_check_passes_on_the_builtin_model():
         "snapshot round trip",
         "seeded sampling",
         "prompt lookup (on, off)",
+        "draft model (on, off)",
+        f"kernel sets ({', '.join(_cpu.usable_kernel_sets())})",
     ]
     assert all(check.passed for check in checks), checks
     for check in checks[:5]:
@@ -66,6 +68,12 @@ def test_every_check_passes_on_the_builtin_model():
         "other_seed_differs": True,
         "seconds": checks[5].numbers["seconds"],
     }
+    drafted = checks[7].numbers
+    assert drafted["identical"] and drafted["accepted"] > 0
+    assert drafted["proposed"] > drafted["accepted"]  # other weights: some drafts refused
+    sets = checks[8].numbers
+    assert sets["max_abs_diff"] == 0.0
+    assert sets["positions"] == KERNEL_SET_TOKENS * (len(_cpu.usable_kernel_sets()) - 1)
 
 
 def test_compare_logits_fails_on_one_ulp_a_shape_or_a_nan():
@@ -109,7 +117,7 @@ def test_every_check_passes_on_the_new_families(tmp_path, name):
     its step or which experts they chose (batch company, prefill shapes), nor on the threads."""
     path = families.model_file(name, tmp_path)
     checks = list(run_checks(path))
-    assert len(checks) == 7
+    assert len(checks) == 8  # no draft check on a model without --draft
     assert all(check.passed for check in checks), checks
-    for check in checks[:5]:
+    for check in [*checks[:5], checks[7]]:
         assert check.numbers["max_abs_diff"] == 0.0

@@ -205,4 +205,16 @@ _Static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs size");
 _Static_assert(sizeof(block_tq1_0) == 54, "block_tq1_0 size");
 _Static_assert(sizeof(block_tq2_0) == 66, "block_tq2_0 size");
 
+/* Q4_K/Q5_K: the 6-bit scale and min of sub-block j (of 8), packed in the block's 12 bytes of
+   scales q (as ggml's get_scale_min_k4) */
+static inline void llamay_q4_K_scale_min(const uint8_t *q, int j, int *scale, int *min) {
+    if (j < 4) {
+        *scale = q[j] & 63;
+        *min = q[j + 4] & 63;
+    } else {
+        *scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
 #endif

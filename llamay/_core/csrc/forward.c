@@ -15,8 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <omp.h>
-
 #include "barrier.h"
 #include "fp16.h"
 #include "mathfn.h"
@@ -248,12 +246,7 @@ static void step_barrier(const step *st) { llamay_barrier_wait(st->barrier, st->
 /* [begin, end) of n rows for this thread, in multiples of 16 so that the matmul kernels' row
    tiles stay whole (results do not depend on it either way). */
 static void row_slice(const step *st, int n, int *begin, int *end) {
-    const int grain = 16;
-    const int n_grains = (n + grain - 1) / grain;
-    const int per_thread = (n_grains + st->n_threads - 1) / st->n_threads;
-    const int b = st->thread * per_thread * grain, e = (st->thread + 1) * per_thread * grain;
-    *begin = b < n ? b : n;
-    *end = e < n ? e : n;
+    llamay_thread_share(n, 16, st->thread, st->n_threads, begin, end);
 }
 
 /* Quantizes one row of x for w's kernel, into row t of its activation buffer. */
@@ -980,25 +973,36 @@ static void logits(const step *st) {
     }
 }
 
+/* What the threads of a step share. */
+typedef struct {
+    const llamay_model *m;
+    const llamay_pages *kv;
+    llamay_scratch *s;
+    const llamay_batch *b;
+    llamay_barrier barrier;
+} step_region;
+
+static void run_step(void *arg, int thread, int n_threads) {
+    step_region *r = arg;
+    const step st = {r->m, r->kv, r->s, r->b, thread, n_threads, &r->barrier};
+    MY_TOKENS(&st, t) {
+        embed(&st, t);
+        rope_angles(&st, t);
+    }
+    for (int il = 0; il < r->m->n_layer; il++) {
+        layer(&st, il);
+    }
+    if (r->b->n_logits > 0) {
+        step_barrier(&st);
+        logits(&st);
+    }
+}
+
 void llamay_forward(const llamay_model *m, const llamay_pages *kv, llamay_scratch *s,
                     const llamay_batch *b, int n_threads) {
     if (n_threads <= 0) {
-        n_threads = omp_get_max_threads();
+        n_threads = llamay_cpu_count();
     }
-    llamay_barrier barrier = llamay_barrier_make(n_threads);
-#pragma omp parallel num_threads(n_threads)
-    {
-        const step st = {m, kv, s, b, omp_get_thread_num(), omp_get_num_threads(), &barrier};
-        MY_TOKENS(&st, t) {
-            embed(&st, t);
-            rope_angles(&st, t);
-        }
-        for (int il = 0; il < m->n_layer; il++) {
-            layer(&st, il);
-        }
-        if (b->n_logits > 0) {
-            step_barrier(&st);
-            logits(&st);
-        }
-    }
+    step_region region = {m, kv, s, b, llamay_barrier_make(n_threads)};
+    llamay_parallel(n_threads, run_step, &region);
 }

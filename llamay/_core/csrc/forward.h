@@ -1,4 +1,5 @@
-/* One forward step of a decoder-only transformer over a batch of tokens, in one OpenMP region.
+/* One forward step of a decoder-only transformer over a batch of tokens, in one parallel region
+   (threads.h).
 
    The batch may mix tokens of several sequences; each token brings its position and its
    sequence's page table. The step writes every token's K and V into the pages first, then
@@ -157,7 +158,7 @@ void llamay_scratch_free(llamay_scratch *s);
 /* Bytes a scratch of max_tokens takes. */
 size_t llamay_scratch_bytes(const llamay_model *m, int max_tokens);
 
-/* The step; b->n_tokens <= the scratch's max_tokens. n_threads <= 0: OpenMP's default. */
+/* The step; b->n_tokens <= the scratch's max_tokens. n_threads <= 0: one per CPU. */
 void llamay_forward(const llamay_model *m, const llamay_pages *kv, llamay_scratch *s,
                     const llamay_batch *b, int n_threads);
 

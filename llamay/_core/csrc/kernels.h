@@ -2,8 +2,8 @@
    over KV pages, and log-sum-exp over a vocabulary.
 
    Each is written once (kernels_body.h) against the sixteen-lane operations of vec16.h and
-   compiled three times: kernels_ref.c (plain C, the definition of every result),
-   kernels_avx2.c and kernels_avx512.c. A table per build holds its functions; every table
+   compiled once per kernel set: kernels_ref.c (plain C, the definition of every result),
+   kernels_avx2.c, kernels_avx512.c and kernels_neon.c. A table per build holds its functions; every table
    gives the same bits for every input. */
 #ifndef LLAMAY_KERNELS_H
 #define LLAMAY_KERNELS_H
@@ -108,5 +108,8 @@ typedef struct {
 const llamay_kernels *llamay_kernels_ref(void);
 const llamay_kernels *llamay_kernels_avx2(void);
 const llamay_kernels *llamay_kernels_avx512(void);
+const llamay_kernels *llamay_kernels_neon(void);
+/* The table of kernel set `set` (kernel_set.h), or NULL where it is not compiled in. */
+const llamay_kernels *llamay_kernels_of(int set);
 
 #endif

@@ -2,7 +2,10 @@
 #include "kernel_set.h"
 #include "kernels.h"
 
-#if LLAMAY_HAVE_AVX2
+#if LLAMAY_WITH_AVX2
+#if !LLAMAY_TARGETS_AVX2
+#error "kernels_avx2.c is compiled with the AVX2 set's flags (setup.py)"
+#endif
 #define LLAMAY_VEC LLAMAY_VEC_AVX2
 #define KERNELS_NAME "avx2"
 #define KERNELS_SET LLAMAY_KERNELS_AVX2

@@ -2,7 +2,10 @@
 #include "kernel_set.h"
 #include "kernels.h"
 
-#if LLAMAY_HAVE_AVX512
+#if LLAMAY_WITH_AVX512
+#if !LLAMAY_TARGETS_AVX512
+#error "kernels_avx512.c is compiled with the AVX-512 set's flags (setup.py)"
+#endif
 #define LLAMAY_VEC LLAMAY_VEC_AVX512
 #define KERNELS_NAME "avx512"
 #define KERNELS_SET LLAMAY_KERNELS_AVX512

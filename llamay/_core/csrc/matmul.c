@@ -1,11 +1,10 @@
 /* Matmul entry points: which kernel and activation format a weight type takes (from its row
-   of ggml_types.h), activation quantization, and the OpenMP convenience wrapper. The kernels
+   of ggml_types.h), activation quantization, and the parallel wrapper for tests and benchmarks. The kernels
    live in matmul_ref.c (the definition of every result), matmul_avx2.c and matmul_avx512.c
    (whose tiling drivers are matmul_driver.h). */
 #include <stddef.h>
 #include <string.h>
-
-#include <omp.h>
+#include <time.h>
 
 #include "barrier.h"
 #include "blocks.h"
@@ -27,11 +26,12 @@ static llamay_matmul_fn simd_kernel(int set, int type) {
     switch (set) {
     case LLAMAY_KERNELS_AVX2: return llamay_avx2_kernel(type);
     case LLAMAY_KERNELS_AVX512: return llamay_avx512_kernel(type);
+    case LLAMAY_KERNELS_NEON: return llamay_neon_kernel(type);
     default: return NULL;
     }
 }
 
-int llamay_kernel_set_available(int set) { return llamay_kernel_set_compiled(set); }
+int llamay_kernel_set_available(int set) { return llamay_kernel_set_runs(set); }
 
 int llamay_best_kernel_set(void) { return llamay_kernel_set_best(); }
 
@@ -405,62 +405,70 @@ void llamay_matmul(const llamay_weight *w, const uint8_t *act, int n_tokens, flo
     }
 }
 
-/* [begin, end) of n items for thread i of n_threads, in multiples of `grain` so that the
-   kernels' row tiles stay whole (results do not depend on it either way). */
-static void thread_slice(int n, int grain, int i, int n_threads, int *begin, int *end) {
-    const int n_grains = (n + grain - 1) / grain;
-    const int per_thread = (n_grains + n_threads - 1) / n_threads;
-    const int b = i * per_thread * grain, e = (i + 1) * per_thread * grain;
-    *begin = b < n ? b : n;
-    *end = e < n ? e : n;
+typedef struct {
+    const llamay_matmul_job *jobs;
+    int n_jobs, n_tokens, repeats;
+    llamay_barrier barrier; /* the forward step's (barrier.h) */
+} matmul_region;
+
+static void run_matmuls(void *arg, int i, int n) {
+    matmul_region *r = arg;
+    for (int repeat = 0; repeat < r->repeats; repeat++) {
+        for (int j = 0; j < r->n_jobs; j++) {
+            const llamay_weight *w = r->jobs[j].w;
+            int begin, end;
+            llamay_thread_share(r->n_tokens, 1, i, n, &begin, &end);
+            llamay_quantize_activations(w, r->jobs[j].x, begin, end, r->jobs[j].act);
+            llamay_barrier_wait(&r->barrier, n);
+            llamay_thread_share(w->n_rows, 16, i, n, &begin, &end);
+            llamay_matmul(w, r->jobs[j].act, r->n_tokens, r->jobs[j].out, begin, end);
+            llamay_barrier_wait(&r->barrier, n);
+        }
+    }
 }
 
 void llamay_matmul_parallel(const llamay_matmul_job *jobs, int n_jobs, int n_tokens, int repeats,
                             int n_threads) {
     if (n_threads <= 0) {
-        n_threads = omp_get_max_threads();
+        n_threads = llamay_cpu_count();
     }
-    /* the forward step's (barrier.h) */
-    llamay_barrier barrier = llamay_barrier_make(n_threads);
-#pragma omp parallel num_threads(n_threads)
-    {
-        const int i = omp_get_thread_num(), n = omp_get_num_threads();
-        for (int repeat = 0; repeat < repeats; repeat++) {
-            for (int j = 0; j < n_jobs; j++) {
-                const llamay_weight *w = jobs[j].w;
-                int begin, end;
-                thread_slice(n_tokens, 1, i, n, &begin, &end);
-                llamay_quantize_activations(w, jobs[j].x, begin, end, jobs[j].act);
-                llamay_barrier_wait(&barrier, n);
-                thread_slice(w->n_rows, 16, i, n, &begin, &end);
-                llamay_matmul(w, jobs[j].act, n_tokens, jobs[j].out, begin, end);
-                llamay_barrier_wait(&barrier, n);
-            }
+    matmul_region region = {jobs, n_jobs, n_tokens, repeats, llamay_barrier_make(n_threads)};
+    llamay_parallel(n_threads, run_matmuls, &region);
+}
+
+typedef struct {
+    int rounds, sleep_every;
+    int slots[LLAMAY_MAX_THREADS];
+    int wrong;
+    llamay_barrier barrier;
+} barrier_check;
+
+static void check_barrier(void *arg, int i, int n) {
+    barrier_check *c = arg;
+    int wrong = 0;
+    for (int round = 1; round <= c->rounds; round++) {
+        if (c->sleep_every > 0 && round % c->sleep_every == 0 && i == round % n) {
+            const struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
         }
+        __atomic_store_n(&c->slots[i], round, __ATOMIC_RELAXED);
+        llamay_barrier_wait(&c->barrier, n);
+        for (int j = 0; j < n; j++) {
+            wrong += __atomic_load_n(&c->slots[j], __ATOMIC_RELAXED) != round;
+        }
+        llamay_barrier_wait(&c->barrier, n);
     }
+    __atomic_add_fetch(&c->wrong, wrong, __ATOMIC_RELAXED);
 }
 
 int llamay_barrier_check(int n_threads, int rounds, int sleep_every) {
-    int slots[256] = {0}, wrong = 0;
-    if (n_threads < 1 || n_threads > 256) {
+    if (n_threads < 1 || n_threads > LLAMAY_MAX_THREADS) {
         return -1;
     }
-    llamay_barrier barrier = llamay_barrier_make(n_threads);
-#pragma omp parallel num_threads(n_threads) reduction(+ : wrong)
-    {
-        const int i = omp_get_thread_num(), n = omp_get_num_threads();
-        for (int round = 1; round <= rounds; round++) {
-            if (sleep_every > 0 && round % sleep_every == 0 && i == round % n) {
-                const struct timespec ms = {0, 1000000};
-                nanosleep(&ms, NULL);
-            }
-            __atomic_store_n(&slots[i], round, __ATOMIC_RELAXED);
-            llamay_barrier_wait(&barrier, n);
-            for (int j = 0; j < n; j++) {
-                wrong += __atomic_load_n(&slots[j], __ATOMIC_RELAXED) != round;
-            }
-            llamay_barrier_wait(&barrier, n);
-        }
+    barrier_check check = {.rounds = rounds, .sleep_every = sleep_every};
+    check.barrier = llamay_barrier_make(n_threads);
+    if (llamay_parallel(n_threads, check_barrier, &check) != 0) {
+        return -1;
     }
-    return wrong;
+    return check.wrong;
 }

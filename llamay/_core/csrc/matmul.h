@@ -2,7 +2,7 @@
 
    The contract is determinism: every output element is a function of its weight row and its
    activation row only, never of the thread count, the tile shape or the number of tokens in the
-   batch, and every kernel set (the scalar reference, AVX2, AVX-512) gives the same bits.
+   batch, and every kernel set (the scalar reference, AVX2, AVX-512, NEON) gives the same bits.
 
    How an output is computed (the canonical order; matmul_ref.c is it, in plain C):
    - Activations are quantized once per token, with the quantizer ggml pairs with the weight
@@ -21,7 +21,8 @@
      are dequantized row by row and take the same fp32 path.
 
    Threads split weight rows only: llamay_matmul computes a slice of rows for all tokens and is
-   meant to be called by each thread of the caller's OpenMP region on its own slice. */
+   meant to be called by each thread of the caller's parallel region (threads.h) on its own
+   slice. */
 #ifndef LLAMAY_MATMUL_H
 #define LLAMAY_MATMUL_H
 
@@ -66,15 +67,15 @@ typedef struct llamay_weight {
     int kernel_set; /* whose kernels: the matmul's, and the quantizer of its activations */
 } llamay_weight;
 
-/* Highest kernel set compiled into this build (the import-time CPU check vouches for it). */
+/* The fastest kernel set that runs on this CPU (kernel_set.h). */
 int llamay_best_kernel_set(void);
-/* 1 if `set` is compiled into this build (kernel_set.h). */
+/* 1 if `set` is compiled into this build and runs on this CPU (kernel_set.h). */
 int llamay_kernel_set_available(int set);
 /* 1 if `set` has a SIMD kernel for `type` (0 where it uses the reference: same bits, slower). */
 int llamay_kernel_set_has_simd(int set, int type);
 
 /* Fills w for a weight matrix. Returns 0, or -1 when the type has no matmul (e.g. I32) or
-   n_cols is not a multiple of its block size, or -2 when `set` is not compiled in. */
+   n_cols is not a multiple of its block size, or -2 when `set` does not run here. */
 int llamay_weight_init(llamay_weight *w, const void *data, int type, int n_rows, int n_cols,
                        int set);
 
@@ -106,7 +107,7 @@ typedef struct {
     float *out;
 } llamay_matmul_job;
 
-/* For tests and benchmarks, the pattern of a forward step: one OpenMP region of n_threads
+/* For tests and benchmarks, the pattern of a forward step: one parallel region of n_threads
    (0: the default) runs the jobs one after another, `repeats` times, each job quantizing its
    activations (threads split tokens), a barrier, multiplying (threads split rows), a barrier. */
 void llamay_matmul_parallel(const llamay_matmul_job *jobs, int n_jobs, int n_tokens, int repeats,

@@ -8,7 +8,10 @@
    formats read the packed weights, where 32-bit lane j of a chunk is block j. */
 #include "matmul_kernels.h"
 
-#if LLAMAY_HAVE_AVX2
+#if LLAMAY_WITH_AVX2
+#if !LLAMAY_TARGETS_AVX2
+#error "matmul_avx2.c is compiled with the AVX2 set's flags (setup.py)"
+#endif
 
 #include <immintrin.h>
 #include <stdlib.h>

@@ -16,7 +16,10 @@
    with tokens or rows as lanes. */
 #include "matmul_kernels.h"
 
-#if LLAMAY_HAVE_AVX512
+#if LLAMAY_WITH_AVX512
+#if !LLAMAY_TARGETS_AVX512
+#error "matmul_avx512.c is compiled with the AVX-512 set's flags (setup.py)"
+#endif
 
 #include <immintrin.h>
 #include <stdlib.h>

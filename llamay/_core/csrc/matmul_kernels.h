@@ -253,17 +253,6 @@ static inline float llamay_e8m0_to_fp32_half(uint8_t e) {
     return f;
 }
 
-/* Q4_K/Q5_K: the 6-bit scale and min of sub-block j (as ggml's get_scale_min_k4) */
-static inline void llamay_q4_K_scale_min(const uint8_t *q, int j, int *scale, int *min) {
-    if (j < 4) {
-        *scale = q[j] & 63;
-        *min = q[j + 4] & 63;
-    } else {
-        *scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 /* Q3_K: the sixteen signed scales from their 12-byte packing */
 static inline void llamay_q3_K_scales(const uint8_t *q, int scales[16]) {
     for (int j = 0; j < 16; j++) {
@@ -312,5 +301,6 @@ static inline void llamay_store_results(float *out, size_t out_stride, int t0, i
 llamay_matmul_fn llamay_reference_kernel(int type);
 llamay_matmul_fn llamay_avx2_kernel(int type);
 llamay_matmul_fn llamay_avx512_kernel(int type);
+llamay_matmul_fn llamay_neon_kernel(int type);
 
 #endif

@@ -4,7 +4,7 @@
    Every kernel has a plain scalar reference (`_ref`, written after ggml-quants.c) and, where the
    format is hot, a SIMD version that gives the same bits for every input. The row functions are
    single-threaded, for use inside the kernels' own parallel regions; llamay_dequantize and
-   llamay_quantize split a large tensor over OpenMP threads by blocks. */
+   llamay_quantize split a large tensor over threads by blocks. */
 #ifndef LLAMAY_QUANTS_H
 #define LLAMAY_QUANTS_H
 
@@ -40,7 +40,7 @@ const llamay_quant_type *llamay_ggml_type(int type_id);
 /* One past the largest id in the table. */
 int llamay_ggml_type_ids(void);
 
-/* Whole tensors, split over OpenMP threads when large, with the row functions of kernel set
+/* Whole tensors, split over threads when large, with the row functions of kernel set
    `set` (which must be compiled in: kernel_set.h). */
 void llamay_dequantize(const llamay_quant_type *type, const void *x, float *y, int64_t n,
                        int set);
@@ -66,7 +66,7 @@ int llamay_convert_rows(const llamay_quant_type *from, const void *x, const llam
 int64_t llamay_first_invalid_block(int type_id, const void *data, int64_t n_blocks);
 
 /* Rows: n elements, a multiple of the block size. `_ref` is the scalar reference; `_avx2`,
-   where ggml_types.h lists one, the AVX2 version (compiled in where LLAMAY_HAVE_AVX2 is 1),
+   where ggml_types.h lists one, the AVX2 version (dequantize_avx2.c, quantize_avx2.c),
    bit-exact with it. */
 #define LLAMAY_TO_FLOAT(name) void name(const void *restrict x, float *restrict y, int64_t n)
 #define LLAMAY_FROM_FLOAT(name) void name(const float *restrict x, void *restrict y, int64_t n)

@@ -20,6 +20,7 @@
 #define LLAMAY_VEC_REF 0
 #define LLAMAY_VEC_AVX2 1
 #define LLAMAY_VEC_AVX512 2
+#define LLAMAY_VEC_NEON 3
 
 #define V16_INLINE static inline __attribute__((always_inline))
 
@@ -303,7 +304,7 @@ V16_INLINE void v16_tree8_rest(const v16_tree_pair *u, float scale, float *out) 
 V16_INLINE float v16_hmax(v16 a) { return _mm512_reduce_max_ps(a); }
 
 #else
-#error "set LLAMAY_VEC to LLAMAY_VEC_REF, LLAMAY_VEC_AVX2 or LLAMAY_VEC_AVX512"
+#error "set LLAMAY_VEC to LLAMAY_VEC_REF, LLAMAY_VEC_AVX2, LLAMAY_VEC_AVX512 or LLAMAY_VEC_NEON"
 #endif
 
 /* ---- functions built from the operations above: the same steps in every implementation ---- */

@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <omp.h>
+#include "threads.h"
+
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -40,24 +41,36 @@ static void release_file_pages(const uint8_t *p, size_t n) {
 #endif
 }
 
+typedef struct {
+    llamay_weight *w;
+    uint8_t *dest;
+    int r0, r1;
+} copy_job;
+
+/* Thread i's share of rows [r0, r1): packed, or copied as they are. */
+static void copy_rows(void *arg, int i, int n) {
+    const copy_job *job = arg;
+    const llamay_weight *w = job->w;
+    int begin, end;
+    llamay_thread_share(job->r1 - job->r0, 1, i, n, &begin, &end);
+    begin += job->r0;
+    end += job->r0;
+    if (w->packed_row_bytes) {
+        llamay_weight_pack(w, job->dest, begin, end);
+    } else if (end > begin) {
+        memcpy(job->dest + (size_t)begin * w->row_bytes, w->data + (size_t)begin * w->row_bytes,
+               (size_t)(end - begin) * w->row_bytes);
+    }
+}
+
 void llamay_copy_weight(llamay_weight *w, uint8_t *dest, int n_threads) {
     /* a few MiB of the file at a time, so that the file pages and the copy never both hold the
        whole matrix */
     const int chunk_rows = (int)((4u << 20) / (w->row_bytes ? w->row_bytes : 1)) + 1;
-    if (n_threads <= 0) {
-        n_threads = omp_get_max_threads();
-    }
     for (int r0 = 0; r0 < w->n_rows; r0 += chunk_rows) {
         const int r1 = r0 + chunk_rows < w->n_rows ? r0 + chunk_rows : w->n_rows;
-#pragma omp parallel for num_threads(n_threads) schedule(static)
-        for (int r = r0; r < r1; r++) {
-            if (w->packed_row_bytes) {
-                llamay_weight_pack(w, dest, r, r + 1);
-            } else {
-                memcpy(dest + (size_t)r * w->row_bytes, w->data + (size_t)r * w->row_bytes,
-                       w->row_bytes);
-            }
-        }
+        copy_job job = {w, dest, r0, r1};
+        llamay_parallel(n_threads, copy_rows, &job);
         release_file_pages(w->data + (size_t)r0 * w->row_bytes, (size_t)(r1 - r0) * w->row_bytes);
     }
     if (w->packed_row_bytes) {

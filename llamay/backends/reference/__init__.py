@@ -109,8 +109,8 @@ class ReferenceBackend:
         *,
         threads: int,
         max_tokens: int,
-        kernels: str,
+        kernels: str | None,
     ) -> ReferenceExecutor:
-        if kernels not in ("best", "float64"):
+        if kernels not in (None, "best", "float64"):
             raise ValueError(f"the reference backend has one kernel set, float64, not {kernels!r}")
         return ReferenceExecutor(spec, layout, n_pages, max_tokens)
