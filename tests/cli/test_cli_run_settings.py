@@ -32,7 +32,7 @@ def test_flags_override_the_params_layer_which_overrides_the_defaults():
 
 def test_a_bad_params_layer_is_an_error_naming_it():
     with pytest.raises(
-        LlamayError, match="the model's params layer: top_p must be a number in \\(0, 1\\]"
+        LlamayError, match="the model's params layer: top_p must be a number in \\[0, 1\\]"
     ):
         Settings.layered({"top_p": 3}, {}, None)
 
