@@ -12,12 +12,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
+from helpers import waiting
 from helpers.clitools import LLAMAY
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,19 +47,21 @@ def find_nginx() -> tuple[str | None, str]:
 
 
 def wait_until(check, what: str, seconds: float = 120.0, process=None, log: Path | None = None):
-    deadline = time.monotonic() + seconds
-    while True:
+    """waiting.wait_until for a server: a refused connection means not yet, an exit of
+    `process` means never; either failure shows the end of its `log`."""
+
+    def ready():
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"{what}: exited {process.returncode}: {_tail(log)}")
         try:
-            result = check()
-            if result:
-                return result
+            return check()
         except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: timed out: {_tail(log)}")
-        time.sleep(0.05)
+            return None
+
+    try:
+        return waiting.wait_until(ready, seconds, what)
+    except AssertionError as timed_out:
+        raise RuntimeError(f"{timed_out}: {_tail(log)}") from None
 
 
 def _tail(log: Path | None) -> str:
