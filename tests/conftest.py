@@ -9,9 +9,21 @@ import pytest
 
 DATA = Path(__file__).parent / "data"
 
+# The slow tier's rule (tests/README.md): a test that uses one of these fixtures, itself or
+# through another, loads the real Gemma model (gemma_path), starts a `llamay serve` (launch,
+# server, keyed_server), a headless Chromium (chromium) or replicas behind nginx (fleet).
+SLOW_FIXTURES = frozenset({"gemma_path", "launch", "server", "keyed_server", "chromium", "fleet"})
+
 # Tests use only this machine: litellm reads its model price list from its own package instead
 # of fetching it from GitHub when imported (retrying for seconds where there is no network).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
