@@ -233,7 +233,6 @@ def all_logits(model: llamay.engine.Model):
 # Gemma 3 270M against llama.cpp, teacher-forced
 
 
-@pytest.mark.slow
 def test_gemma3_270m_matches_llama_cpp_teacher_forced(gemma_path):
     model = llamay.load(gemma_path, backend="reference", n_ctx=2048)
     cases = json.loads((DATA / "gemma3-270m-q4_k_m.json").read_text())["greedy"]

@@ -61,7 +61,6 @@ def test_a_text_shorter_than_one_chunk_is_refused(tmp_path):
     assert "fewer than one chunk of 256" in lines[0]
 
 
-@pytest.mark.slow
 def test_gemma_perplexity_on_the_gpl3_is_llama_cpps_within_1_percent(gemma_path):
     result = llamay_cli("perplexity", "gemma3:270m", "-f", str(GPL3), "-c", "512", "--json")
     assert result.returncode == 0, result.stderr

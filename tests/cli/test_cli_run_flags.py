@@ -13,8 +13,6 @@ from llamay.engine.generate import chat_prompt_ids
 
 from helpers.clitools import assert_user_error, run_llamay
 
-pytestmark = pytest.mark.slow
-
 PROMPT = "Write a short poem about the sea."
 N = 24
 

@@ -252,7 +252,6 @@ def llamay_upstream(tmp_path_factory, gemma_path):
     log.close()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
 def test_a_second_llamay_serve_answers_as_the_upstream(llamay_upstream, api, gemma_path):
     base_url = llamay_upstream + ("/v1" if api == "openai" else "")

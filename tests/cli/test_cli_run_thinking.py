@@ -15,8 +15,6 @@ from llamay.gguf import read, writer
 
 from helpers.clitools import run_llamay
 
-pytestmark = pytest.mark.slow
-
 QWEN3 = Path(__file__).parents[1] / "data" / "chat_templates" / "Qwen-Qwen3-0.6B.jinja"
 GRAMMAR = 'root ::= "<think>\\nI add two and two.\\n</think>\\n\\n" "Four" "."'
 

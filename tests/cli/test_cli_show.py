@@ -5,14 +5,11 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
-
 from llamay._core import _cpu
 
 from helpers.clitools import assert_user_error, run_llamay
 
 
-@pytest.mark.slow
 def test_show_json_lists_every_tensor(gemma_path):
     result = run_llamay("show", "gemma3:270m", "--json")
     assert result.returncode == 0, result.stderr
@@ -30,7 +27,6 @@ def test_show_json_lists_every_tensor(gemma_path):
     assert len(shown["metadata"]["tokenizer.ggml.tokens"]) == 262144
 
 
-@pytest.mark.slow
 def test_show_plain(gemma_path):
     result = run_llamay("show", str(gemma_path))
     assert result.returncode == 0, result.stderr

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from llamay._core import _cpu
 from llamay.verify import DECODE, SEQUENCE
 
@@ -51,7 +49,6 @@ def test_verify_of_a_missing_model_is_a_user_error(tmp_path):
     )
 
 
-@pytest.mark.slow
 def test_verify_passes_on_gemma3_270m(gemma_path):
     result = run_llamay("verify", "gemma3:270m", "--json")
     assert result.returncode == 0, result.stderr

@@ -22,8 +22,6 @@ from helpers.llama_cpp import assert_teacher_forced_agreement
 DATA = Path(__file__).parent.parent / "data"
 REFERENCE = json.loads((DATA / "gemma3-270m-q4_k_m.json").read_text())
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
 def model(gemma_path) -> llamay.engine.Model:

@@ -3,13 +3,9 @@ seeded sample is the same text on 1 and 2 threads."""
 
 from __future__ import annotations
 
-import pytest
-
 import llamay
 
 from helpers.concurrency import all_at_once
-
-pytestmark = pytest.mark.slow
 
 REQUESTS = [
     {"prompt": "The capital of France is", "max_tokens": 24, "temperature": 0},

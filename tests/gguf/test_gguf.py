@@ -287,7 +287,6 @@ def test_writer_rejects_wrong_sizes(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.slow
 def test_real_model_tensor_table(gemma_path):
     gg = gguf.read(gemma_path)
     assert gg.architecture == "gemma3"

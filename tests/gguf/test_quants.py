@@ -477,7 +477,6 @@ def test_wrong_lengths_and_types_are_rejected() -> None:
 # ---------------------------------------------------------------------------- the real model
 
 
-@pytest.mark.slow
 def test_every_gemma_tensor_dequantizes_like_ggml(gemma_path) -> None:
     from llamay.gguf import read
 

@@ -322,7 +322,6 @@ def test_gbnf_output_is_in_the_language(name, tokenizer):
 # --- the real vocabulary ----------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_gemma_schema_output_validates(gemma_path):
     tokenizer = llamay.load_tokenizer(gemma_path)
     for name in ("person", "nested arrays", "recursive tree"):

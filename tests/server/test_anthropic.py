@@ -15,8 +15,6 @@ import httpx
 import jsonschema
 import pytest
 
-pytestmark = pytest.mark.slow
-
 HELLO = [{"role": "user", "content": "Say hello in three words."}]
 WEATHER = {
     "name": "get_weather",

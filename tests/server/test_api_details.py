@@ -11,8 +11,6 @@ import pytest
 
 from llamay.engine import ranges
 
-pytestmark = pytest.mark.slow
-
 TOO_LONG = "word " * 3000  # the test server's context holds 1024 tokens
 
 

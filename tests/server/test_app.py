@@ -13,8 +13,6 @@ import pytest
 
 from helpers.clitools import assert_user_error, run_llamay
 
-pytestmark = pytest.mark.slow
-
 
 def test_health(server):
     response = httpx.get(server.url("/health"))

@@ -13,8 +13,6 @@ from llamay.models.synthetic import requantize
 
 from helpers.serving import start_server, stop_server
 
-pytestmark = pytest.mark.slow
-
 LLAMA2 = Path(__file__).parent.parent / "data" / "synth" / "llama2-spm-Q8_0.gguf"
 
 

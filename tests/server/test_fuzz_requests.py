@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytestmark = [pytest.mark.slow, pytest.mark.fuzz]
+pytestmark = pytest.mark.fuzz
 
 EXAMPLES = 25 * int(os.environ.get("LLAMAY_HTTP_FUZZ_EXAMPLES", "4"))
 MODEL = "gemma3:270m"

@@ -13,8 +13,6 @@ import pytest
 
 from helpers.clitools import run_llamay
 
-pytestmark = pytest.mark.slow
-
 EVIL = "http://evil.example"
 APP = "https://app.example"
 

@@ -11,8 +11,6 @@ import time
 import httpx
 import pytest
 
-pytestmark = pytest.mark.slow
-
 JSON = {"Content-Type": "application/json"}
 # Far more than any of these takes now, far less than the quadratic versions took (noted).
 PROMPT_S = 20.0

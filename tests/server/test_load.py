@@ -8,10 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-pytestmark = pytest.mark.slow
-
 LOAD_TEST = Path(__file__).parents[2] / "bench" / "load_test.py"
 
 

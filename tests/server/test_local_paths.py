@@ -7,8 +7,6 @@ from __future__ import annotations
 import httpx
 import pytest
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture
 def secret(tmp_path):

@@ -11,8 +11,6 @@ import httpx
 import openai
 import pytest
 
-pytestmark = pytest.mark.slow
-
 
 def create(server, prompt: str = "Hello") -> httpx.Response:
     return httpx.post(

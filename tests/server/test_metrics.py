@@ -69,7 +69,6 @@ def test_label_values_are_escaped():
     assert 'model="we\\"ird\\\\name\\n"' in metrics.render({})
 
 
-@pytest.mark.slow
 def test_the_server_counts_what_it_answers(server):
     with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=120) as api:
         api.post("/api/generate", json={"model": server.model})  # loaded

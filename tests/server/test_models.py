@@ -29,7 +29,6 @@ def test_bad_keep_alive(given):
         parse_keep_alive(given, 300.0)
 
 
-@pytest.mark.slow
 def test_loaded_once_and_kept(gemma_path):
     manager = ModelManager(ServerConfig(**SMALL))
     model = manager.get("gemma3:270m")
@@ -43,7 +42,6 @@ def test_loaded_once_and_kept(gemma_path):
     assert not manager.unload("gemma3:270m")
 
 
-@pytest.mark.slow
 def test_keep_alive_zero_unloads_after_use(gemma_path):
     manager = ModelManager(ServerConfig(**SMALL))
     manager.get("gemma3:270m", keep_alive=0)
@@ -53,14 +51,12 @@ def test_keep_alive_zero_unloads_after_use(gemma_path):
         time.sleep(0.1)
 
 
-@pytest.mark.slow
 def test_names_of_one_file_share_one_load(gemma_path):
     manager = ModelManager(ServerConfig(**SMALL, aliases={"mine": "gemma3:270m"}))
     assert manager.get("mine") is manager.get("gemma3:270m")
     assert [entry.name for entry in manager.loaded()] == ["mine"]
 
 
-@pytest.mark.slow
 def test_least_recently_used_is_evicted_past_the_budget(gemma_path, tmp_path):
     for name in ("first", "second", "third"):  # three files, as far as the table can tell
         (tmp_path / f"{name}.gguf").symlink_to(gemma_path)
@@ -82,7 +78,6 @@ def test_least_recently_used_is_evicted_past_the_budget(gemma_path, tmp_path):
     assert len(list(first.generate("hi", max_tokens=1))) == 1
 
 
-@pytest.mark.slow
 def test_paths_only_from_the_model_dirs(gemma_path, tmp_path):
     outside = ModelManager(ServerConfig(**SMALL))
     with pytest.raises(ModelNotFound, match="--models-dir"):

@@ -15,8 +15,6 @@ import pytest
 
 from helpers.tiny import write_tiny
 
-pytestmark = pytest.mark.slow
-
 PROMPT = "The capital of France is"
 GREEDY = {"temperature": 0, "seed": 7}
 

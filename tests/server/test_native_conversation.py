@@ -17,8 +17,6 @@ import pytest
 
 from helpers.snapshot_file import sections
 
-pytestmark = pytest.mark.slow
-
 GREEDY = {"temperature": 0, "seed": 7}
 QUESTION = {"role": "user", "content": "Name a colour."}
 FOLLOW_UP = {"role": "user", "content": "And another one?"}

@@ -14,8 +14,6 @@ import pytest
 
 from llamay import load_tokenizer
 
-pytestmark = pytest.mark.slow
-
 GREEDY = {"temperature": 0, "seed": 3, "num_predict": 8}
 QUESTION = "Why is the sky blue?"
 GEMMA_TURN = "<start_of_turn>user\n{{ .Prompt }}<end_of_turn>\n<start_of_turn>model\n"

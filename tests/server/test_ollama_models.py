@@ -19,8 +19,6 @@ from llamay.store.manifests import MODEL, PARAMS
 from helpers.registry_server import RegistryServer
 from helpers.tiny import write_tiny
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
 def client(server):

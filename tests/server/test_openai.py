@@ -19,8 +19,6 @@ import pytest
 
 from llamay import load_tokenizer
 
-pytestmark = pytest.mark.slow
-
 HELLO = [{"role": "user", "content": "Say hello in three words."}]
 COUNT = [{"role": "user", "content": "Count from 1 to 50, separated by commas."}]
 WEATHER_TOOL = {

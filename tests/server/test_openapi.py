@@ -112,7 +112,6 @@ def test_a_description_without_a_route_is_left_out():
     assert hello["get"]["parameters"][0]["schema"] == {"type": "string"}
 
 
-@pytest.mark.slow
 def test_the_server_serves_the_document(server):
     answer = httpx.get(server.url("/openapi.json"), headers=server.headers())
     assert answer.status_code == 200

@@ -8,8 +8,6 @@ import pytest
 import llamay
 from llamay.server import pipeline
 
-pytestmark = pytest.mark.slow
-
 GREEDY = {"max_tokens": 6, "temperature": 0.0}
 
 

@@ -11,8 +11,6 @@ import httpx
 import openai
 import pytest
 
-pytestmark = pytest.mark.slow
-
 HELLO = [{"role": "user", "content": "Say hello in three words."}]
 
 

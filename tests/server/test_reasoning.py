@@ -24,8 +24,6 @@ from llamay.server.answer import HARMONY, THINK, Answer
 from llamay.server.toolcalls import HARMONY as HARMONY_CALLS
 from llamay.server.toolcalls import HERMES
 
-pytestmark = pytest.mark.slow
-
 QWEN3 = Path(__file__).parents[1] / "data" / "chat_templates" / "Qwen-Qwen3-0.6B.jinja"
 THINKING = [
     {"role": "user", "content": "What is 2 + 2?"},

@@ -20,8 +20,6 @@ import pytest
 
 from helpers import snapshot_file
 
-pytestmark = pytest.mark.slow
-
 MODEL = "gemma3:270m"
 WEATHER = {
     "type": "function",

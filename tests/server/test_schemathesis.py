@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-pytestmark = [pytest.mark.slow, pytest.mark.fuzz]
+pytestmark = pytest.mark.fuzz
 
 EXAMPLES = int(os.environ.get("LLAMAY_HTTP_FUZZ_EXAMPLES", "4"))  # per operation and mode
 NOWHERE = "http://127.0.0.1:9/fuzz.gguf"  # the discard port: nothing listens

@@ -20,8 +20,6 @@ import pytest
 import llamay
 from llamay.engine.sampling import log_probabilities
 
-pytestmark = pytest.mark.slow
-
 QUESTIONS = [
     {
         "question": "What color is the sky on a clear day?",

@@ -16,8 +16,6 @@ import time
 import httpx
 import pytest
 
-pytestmark = pytest.mark.slow
-
 FLOOD = 150
 HEALTHY_S = 1.0
 

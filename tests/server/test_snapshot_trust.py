@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import httpx
 import numpy as np
-import pytest
 
 from helpers.snapshot_file import rebuilt, sections
-
-pytestmark = pytest.mark.slow
 
 PEOPLE = "Bob's PIN is 7730. Carol's PIN is 5318. Dave's PIN is 2264. Erin's PIN is 8087. "
 QUESTION = "Frank's PIN is 6402.\nQuestion: What is Alice's PIN?\nAnswer: Alice's PIN is"

@@ -7,9 +7,6 @@ import re
 import time
 
 import httpx
-import pytest
-
-pytestmark = pytest.mark.slow
 
 # Gemma's end-of-generation tokens (<eos>, <end_of_turn>), banned so that a stream runs to
 # max_tokens whatever the model would say.

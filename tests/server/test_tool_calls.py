@@ -31,8 +31,6 @@ from llamay.tokenizer.chat_builtin import BUILTIN_TEMPLATES
 
 from helpers import families
 
-pytestmark = pytest.mark.slow
-
 TEMPLATES = sorted((Path(__file__).parents[1] / "data" / "chat_templates").glob("*.jinja"))
 WEATHER = {
     "type": "function",

@@ -8,8 +8,6 @@ import json
 import httpx
 import pytest
 
-pytestmark = pytest.mark.slow
-
 EVIL = "https://evil.example"
 
 

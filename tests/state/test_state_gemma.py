@@ -12,8 +12,6 @@ import pytest
 import llamay
 from llamay.errors import SnapshotCorrupt, SnapshotMismatch
 
-pytestmark = pytest.mark.slow
-
 QWEN2 = Path(__file__).parent.parent / "data" / "synth" / "qwen2-Q8_0.gguf"
 N_PROMPT = 32 * 32  # 32 full pages of 32 tokens
 

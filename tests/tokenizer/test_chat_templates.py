@@ -87,7 +87,6 @@ def real(name: str, bos_token: str = "", eos_token: str = "") -> ChatTemplate:
 # --- the real model --------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_gemma_model_renders_gemma3_format(gemma_path):
     # This GGUF carries no tokenizer.chat_template: the built-in gemma template stands in, with
     # the BOS string taken from the file's vocabulary, and renders what Gemma 3's own template does.

@@ -27,7 +27,6 @@ def gemma(gemma_path):
     return load_tokenizer(gemma_path)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("case", GEMMA["tokenize"], ids=lambda case: case["text"][:20])
 def test_gemma_tokenizes_as_llama_cpp(gemma, case):
     ids = gemma.tokenize(case["text"], add_bos=case["add_bos"], special=case["parse_special"])
@@ -35,7 +34,6 @@ def test_gemma_tokenizes_as_llama_cpp(gemma, case):
     assert gemma.detokenize(ids) == case["text"]
 
 
-@pytest.mark.slow
 def test_gemma_prompts_and_vocabulary(gemma):
     for case in GEMMA["greedy"]:
         assert gemma.tokenize(case["prompt"]) == case["prompt_ids"]
@@ -51,7 +49,6 @@ def test_gemma_prompts_and_vocabulary(gemma):
     ]
 
 
-@pytest.mark.slow
 def test_gemma_round_trips_the_gpl(gemma):
     text = (DATA / "texts" / "gpl-3.txt").read_text(encoding="utf-8")
     ids = gemma.tokenize(text)
@@ -59,6 +56,5 @@ def test_gemma_round_trips_the_gpl(gemma):
     assert gemma.detokenize(ids) == text
 
 
-@pytest.mark.slow
 def test_gemma_by_store_name(gemma):
     assert load_tokenizer("gemma3:270m").tokenize("Hello world") == [2, 9259, 1902]

@@ -13,12 +13,9 @@ import re
 from pathlib import Path
 
 import httpx
-import pytest
 
 from helpers.chat_page import ChatPage, start_browser
 from helpers.serving import API_KEY, MODEL
-
-pytestmark = pytest.mark.slow
 
 # docs/ui.md's pictures: the tour takes them; LLAMAY_UPDATE_SCREENSHOTS=1 saves them there
 # (else they go to the test's own folder, and the source tree stays as it is).

@@ -8,8 +8,6 @@ import pytest
 
 from helpers.chat_page import ChatPage
 
-pytestmark = pytest.mark.slow
-
 # What markdown.js and highlight.js may make, and the attributes they may set.
 ELEMENTS = {
     "a", "blockquote", "br", "button", "code", "del", "div", "em", "figcaption", "figure",
