@@ -7,10 +7,8 @@ from __future__ import annotations
 import os
 import pty
 import re
-import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,8 @@ import llamay
 from llamay import store
 from llamay.engine.generate import chat_prompt_ids
 
-from helpers.clitools import LLAMAY, default_sigint, run_llamay
+from helpers.clitools import LLAMAY, default_sigint, interrupt_answer, run_llamay
+from helpers.waiting import wait_until
 
 SYNTH = Path(__file__).parent.parent / "data" / "synth"
 QWEN2 = SYNTH / "qwen2-Q8_0.gguf"  # ChatML template, context 2048
@@ -169,16 +168,11 @@ def test_ctrl_c_in_an_answer_keeps_the_session_for_the_next_turn():
     )
     process.stdin.write(b"Tell me the whole license\n")
     process.stdin.flush()
-    os.set_blocking(process.stdout.fileno(), False)
-    deadline = time.monotonic() + 120
-    while not process.stdout.read(1) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    time.sleep(0.5)
+    _, said = interrupt_answer(process, stopped=b" tokens]\n")  # the answer's meter
     process.stdin.write(b"/set num_predict 3\nHello\n")
     process.stdin.close()
     assert process.wait(timeout=120) == 0
-    stderr = process.stderr.read().decode()
+    stderr = (said + process.stderr.read()).decode()
     assert "Traceback" not in stderr
     first, second = meters(stderr)
     assert first[0] < first[1]  # stopped: the context was not filled
@@ -217,9 +211,7 @@ def _session(keys: list[bytes], timeout: float = 120) -> int:
     reader.start()
     try:
         for n, key in enumerate(keys, 1):
-            deadline = time.monotonic() + timeout
-            while seen.count(b">>> ") < n and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_until(lambda n=n: seen.count(b">>> ") >= n, timeout, f"prompt {n} did not show")
             os.write(controller, key)
         return process.wait(timeout=timeout)
     finally:

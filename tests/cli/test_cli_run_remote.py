@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -15,7 +14,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from helpers.clitools import LLAMAY, assert_user_error, default_sigint, run_llamay
+from helpers.clitools import (
+    LLAMAY,
+    assert_user_error,
+    default_sigint,
+    interrupt_answer,
+    run_llamay,
+)
 from helpers.upstream import start_upstream
 
 QWEN2 = Path(__file__).parent.parent / "data" / "synth" / "qwen2-Q8_0.gguf"
@@ -108,19 +113,12 @@ def _interrupted(args: list[str], stdin: bytes, then: bytes) -> subprocess.Compl
     )
     process.stdin.write(stdin)
     process.stdin.flush()
-    os.set_blocking(process.stdout.fileno(), False)
-    begun = b""
-    deadline = time.monotonic() + 60
-    while not begun and time.monotonic() < deadline:
-        begun = process.stdout.read(1) or b""
-        time.sleep(0.02)
-    process.send_signal(signal.SIGINT)
-    time.sleep(0.3)
+    # a chat goes on after it says so; a one-shot answer exits
+    begun, said = interrupt_answer(process, stopped=b"(stopped: the answer is not kept)")
     process.stdin.write(then)
     process.stdin.close()
     process.wait(timeout=60)
-    os.set_blocking(process.stdout.fileno(), True)
-    stdout, stderr = begun + process.stdout.read(), process.stderr.read()
+    stdout, stderr = begun + process.stdout.read(), said + process.stderr.read()
     return subprocess.CompletedProcess(args, process.returncode, stdout.decode(), stderr.decode())
 
 

@@ -21,11 +21,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from helpers.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -173,11 +174,9 @@ def test_the_runner_fails_a_failing_block_and_ends_what_it_left_running(tmp_path
     leaving = Block("t.md", 1, "sh", "runnable", f"sleep 300 &\necho $! > {pid_file}\necho ok\n")
     assert run(leaving, tmp_path, environment(False), install=False)[:2] == (0, "ok\n")
     sleeper = int(pid_file.read_text())
-    for _ in range(50):  # reparented and reaped by init once killed
-        if _state(sleeper) in ("gone", "Z"):
-            break
-        time.sleep(0.1)
-    assert _state(sleeper) in ("gone", "Z")
+    wait_until(  # reparented and reaped by init once killed
+        lambda: _state(sleeper) in ("gone", "Z"), 60, f"the block's `sleep 300` ({sleeper}) runs on"
+    )
 
 
 def test_install_lines_are_skipped_unless_asked(tmp_path):
