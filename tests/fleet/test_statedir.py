@@ -10,6 +10,8 @@ import pytest
 
 from llamay.server.statedir import LEASE, LeaseConflict, StateDir, valid_id
 
+from helpers.waiting import wait_until
+
 
 def test_a_live_lease_elsewhere_is_refused_naming_its_owner(tmp_path) -> None:
     one, two = StateDir(tmp_path, "replica-a", 30), StateDir(tmp_path, "replica-b", 30)
@@ -24,7 +26,9 @@ def test_a_live_lease_elsewhere_is_refused_naming_its_owner(tmp_path) -> None:
 def test_a_stale_lease_is_taken_over_and_its_old_holder_learns_it(tmp_path) -> None:
     one, two = StateDir(tmp_path, "replica-a", 0.05), StateDir(tmp_path, "replica-b", 30)
     one.acquire("ctx-1")
-    time.sleep(0.1)  # past one's lease: it hung, or died
+    wait_until(  # past one's lease: it hung, or died
+        lambda: one.lease("ctx-1").expires < time.time(), 30, "replica-a's lease never ran out"
+    )
     two.acquire("ctx-1")
     assert two.holds("ctx-1")
     assert not one.renew("ctx-1")  # so it drops the context, unwritten
