@@ -5,7 +5,6 @@ determinism, never the quality of the text."""
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import numpy as np
@@ -13,6 +12,8 @@ import ollama
 import pytest
 
 from llamay import load_tokenizer
+
+from helpers.waiting import wait_until
 
 GREEDY = {"temperature": 0, "seed": 3, "num_predict": 8}
 QUESTION = "Why is the sky blue?"
@@ -310,7 +311,4 @@ def test_a_client_that_leaves_a_stream_frees_its_pages(client, server):
         for _ in range(5):
             assert json.loads(next(lines))["done"] is False
         assert held_pages(server) > baseline
-    deadline = time.monotonic() + 5
-    while held_pages(server) != baseline:
-        assert time.monotonic() < deadline, f"pages held: {held_pages(server)}, baseline {baseline}"
-        time.sleep(0.05)
+    wait_until(lambda: held_pages(server) == baseline, 60, "the stream's pages were not freed")
