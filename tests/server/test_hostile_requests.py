@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import httpx
 import pytest
 
 JSON = {"Content-Type": "application/json"}
-# Far more than any of these takes now, far less than the quadratic versions took (noted).
-PROMPT_S = 20.0
 
 
 def post_raw(server, path: str, body: str, timeout: float = 120) -> httpx.Response:
@@ -148,25 +145,25 @@ def test_a_body_nested_thousands_deep_is_400(server):
 
 def test_a_template_of_many_braces_is_refused_promptly(server):
     """'{{' * 8000 took 5.5 s of a quadratic regex (holding the GIL: /health stalled with it);
-    200,000 of them would take hours."""
+    200,000 of them would take hours, far past the request's timeout."""
     body = {"model": server.model, "prompt": "Hi", "template": "{{" * 200_000, "stream": False}
-    started = time.monotonic()
     answer = httpx.post(server.url("/api/generate"), json=body, timeout=120)
-    assert answer.status_code in (200, 400)
-    assert time.monotonic() - started < PROMPT_S
+    # Read in one pass: braces that never close are text, a prompt too long for the context.
+    assert answer.status_code == 400
+    assert "the prompt is 400000 characters" in answer.json()["error"]
+    assert httpx.get(server.url("/health"), timeout=30).status_code == 200
 
 
 def test_a_30_mb_prompt_is_refused_without_tokenizing_it(server):
     prompt = "word " * (6 * 1024 * 1024)
-    started = time.monotonic()
     answer = httpx.post(
         server.url("/v1/completions"),
         json={"model": server.model, "prompt": prompt, "max_tokens": 1},
         timeout=300,
     )
     assert answer.status_code == 400
+    # Refused by its length alone: tokenized first (some 40 s), it was refused by its tokens.
     assert "characters, so at least" in answer.json()["error"]["message"]
-    assert time.monotonic() - started < PROMPT_S  # tokenizing it all took some 40 s
 
 
 def test_concurrent_forks_of_an_idle_context_all_succeed(server):
