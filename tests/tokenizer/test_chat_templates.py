@@ -544,11 +544,10 @@ def test_sandbox_escapes_are_errors(source, attribute):
     ids=["nested range", "nested string", "exponential macro", "lipsum"],
 )
 def test_runaway_templates_stop_at_the_deadline(source):
+    # Each runs for minutes or far longer: the error is the deadline stopping it, not its end.
     template = ChatTemplate(source, timeout_s=0.5)
-    start = time.monotonic()
     with pytest.raises(ChatTemplateError, match=r"chat template took longer than 0\.5 s"):
         template.render([])
-    assert time.monotonic() - start < 1.0
 
 
 def test_deadline_gives_back_the_previous_trace_function():
