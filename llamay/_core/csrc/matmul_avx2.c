@@ -425,7 +425,7 @@ INLINE void q32_tile(int type, const llamay_weight *w, const uint8_t *act, int t
 
 #define MATMUL_FN(name) avx2_##name
 #define MATMUL_KERNEL_OF llamay_avx2_kernel
-#define MATMUL_COLUMN(avx2, avx512) avx2
+#define MATMUL_COLUMN(avx2, avx512, neon) avx2
 #include "matmul_kx8.h"
 #include "matmul_driver.h"
 

@@ -693,7 +693,7 @@ INLINE void k_store8(float *out, __m256 v) { _mm256_storeu_ps(out, v); }
 
 #define MATMUL_FN(name) avx512_##name
 #define MATMUL_KERNEL_OF llamay_avx512_kernel
-#define MATMUL_COLUMN(avx2, avx512) avx512
+#define MATMUL_COLUMN(avx2, avx512, neon) avx512
 #define KX8_AVX512 1
 #include "matmul_kx8.h"
 #include "matmul_driver.h"

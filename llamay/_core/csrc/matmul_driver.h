@@ -4,12 +4,14 @@
    changes an output's bits (matmul.h: the order inside one output is the tile functions', and
    the same in every tile shape).
 
-   Included at the end of matmul_avx2.c and matmul_avx512.c (as kernels_body.h is, per vec16.h
-   build). Everything here is `static`: each set has its own copy. The including file defines:
+   Included at the end of matmul_avx2.c, matmul_avx512.c and matmul_neon_body.h (as
+   kernels_body.h is, per vec16.h build). Everything here is `static`: each set has its own
+   copy. The including file defines:
 
    MATMUL_FN(name)              the name of its kernel for a type (avx2_q4_0)
    MATMUL_KERNEL_OF             its lookup function (llamay_avx2_kernel), defined here
-   MATMUL_COLUMN(avx2, avx512)  its column of ggml_types.h: the types it has kernels for
+   MATMUL_COLUMN(avx2, avx512, neon)
+                                its column of ggml_types.h: the types it has kernels for
    INLINE, TOKEN_CHUNK          always_inline; tokens whose accumulators a prefill tile keeps
 
    and its tile and row functions:
@@ -189,10 +191,11 @@ INLINE void k_kernel(int type, const llamay_weight *w, const uint8_t *act, int n
                                 float *out, size_t out_stride, int row_begin, int row_end) {    \
         driver(LLAMAY_TYPE_##NAME, w, act, n_tokens, out, out_stride, row_begin, row_end);      \
     }
-#define MATMUL_DEFINE(NAME, name, id, elems, bytes, deq, quant, matmul, avx2, avx512)           \
-    LLAMAY_IF_SET(MATMUL_COLUMN(avx2, avx512))(MATMUL_KERNEL_##matmul(name, NAME))
-#define MATMUL_CASE(NAME, name, id, elems, bytes, deq, quant, matmul, avx2, avx512)             \
-    LLAMAY_IF_SET(MATMUL_COLUMN(avx2, avx512))(case LLAMAY_TYPE_##NAME: return MATMUL_FN(name);)
+#define MATMUL_DEFINE(NAME, name, id, elems, bytes, deq, quant, matmul, avx2, avx512, neon)     \
+    LLAMAY_IF_SET(MATMUL_COLUMN(avx2, avx512, neon))(MATMUL_KERNEL_##matmul(name, NAME))
+#define MATMUL_CASE(NAME, name, id, elems, bytes, deq, quant, matmul, avx2, avx512, neon)       \
+    LLAMAY_IF_SET(MATMUL_COLUMN(avx2, avx512, neon))(                                          \
+        case LLAMAY_TYPE_##NAME: return MATMUL_FN(name);)
 
 LLAMAY_GGML_TYPES(MATMUL_DEFINE)
 
