@@ -1,7 +1,7 @@
 /* The kernels of kernels.h, written once against vec16.h. Included by kernels_ref.c,
-   kernels_avx2.c and kernels_avx512.c after vec16.h, with KERNELS_TABLE naming the function
-   that returns the build's table and KERNELS_SET its kernel set. Everything here is `static`:
-   each build has its own copy. */
+   kernels_avx2.c, kernels_avx512.c and kernels_neon.c after vec16.h, with KERNELS_TABLE naming
+   the function that returns the build's table and KERNELS_SET its kernel set. Everything here
+   is `static`: each build has its own copy. */
 #include <stddef.h>
 
 #include "fp16.h"

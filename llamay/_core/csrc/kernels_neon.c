@@ -10,6 +10,9 @@
 #define KERNELS_NAME "neon"
 #define KERNELS_SET LLAMAY_KERNELS_NEON
 #define KERNELS_TABLE llamay_kernels_neon
+/* 32 registers of four lanes hold eight v16s, as AVX2's sixteen do */
+#define ATTENTION_V_CHUNKS 1
+#define ATTENTION_MAX_GROUP 4
 #include "vec16.h"
 #include "kernels_body.h"
 #else

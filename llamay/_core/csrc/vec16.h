@@ -1,13 +1,14 @@
-/* Sixteen fp32 lanes, three ways: plain C (the reference), AVX2 (two 8-lane registers) and
-   AVX-512 (one register).
+/* Sixteen fp32 lanes, four ways: plain C (the reference), AVX2 (two 8-lane registers),
+   AVX-512 (one register) and NEON (four 4-lane registers).
 
    The engine's elementwise and reduction kernels (kernels_body.h) are written once against
    these operations and compiled once per implementation. Each operation is the same IEEE
-   operation on every lane in every implementation (fmaf is fused in all three, max/min follow
-   x86's `a > b ? a : b`, reductions use one fixed tree), so the three builds of a kernel give
+   operation on every lane in every implementation (fmaf is fused in all four, max/min follow
+   x86's `a > b ? a : b`, reductions use one fixed tree), so the four builds of a kernel give
    the same bits by construction; tests check it.
 
-   Include with LLAMAY_VEC set to LLAMAY_VEC_REF, LLAMAY_VEC_AVX2 or LLAMAY_VEC_AVX512. */
+   Include with LLAMAY_VEC set to LLAMAY_VEC_REF, LLAMAY_VEC_AVX2, LLAMAY_VEC_AVX512 or
+   LLAMAY_VEC_NEON. */
 #ifndef LLAMAY_VEC16_H
 #define LLAMAY_VEC16_H
 
@@ -136,16 +137,6 @@ V16_INLINE v16 v16_load_i8(const int8_t *p) {
     return v16_pair(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))),
                     _mm256_cvtepi32_ps(
                         _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8)))));
-}
-V16_INLINE v16 v16_load_partial(const float *p, int n) {
-    float tmp[16] = {0};
-    memcpy(tmp, p, (size_t)n * 4);
-    return v16_load(tmp);
-}
-V16_INLINE void v16_store_partial(float *p, v16 a, int n) {
-    float tmp[16];
-    v16_store(tmp, a);
-    memcpy(p, tmp, (size_t)n * 4);
 }
 #define V16_BINARY(name, op)                                                                   \
     V16_INLINE v16 name(v16 a, v16 b) { return v16_pair(op(a.lo, b.lo), op(a.hi, b.hi)); }
@@ -303,8 +294,137 @@ V16_INLINE void v16_tree8_rest(const v16_tree_pair *u, float scale, float *out) 
 }
 V16_INLINE float v16_hmax(v16 a) { return _mm512_reduce_max_ps(a); }
 
+#elif LLAMAY_VEC == LLAMAY_VEC_NEON
+/* ---- NEON (aarch64): lanes 4k..4k+3 in v[k] ---- */
+#include <arm_neon.h>
+
+typedef struct {
+    float32x4_t v[4];
+} v16;
+typedef struct {
+    uint32x4_t v[4];
+} m16;
+
+#define V16_MAP(expr)                                                                          \
+    v16 r;                                                                                     \
+    for (int k = 0; k < 4; k++) r.v[k] = (expr);                                               \
+    return r
+
+V16_INLINE v16 v16_set1(float x) { V16_MAP(vdupq_n_f32(x)); }
+V16_INLINE v16 v16_zero(void) { return v16_set1(0.0f); }
+V16_INLINE v16 v16_load(const float *p) { V16_MAP(vld1q_f32(p + 4 * k)); }
+V16_INLINE void v16_store(float *p, v16 a) {
+    for (int k = 0; k < 4; k++) vst1q_f32(p + 4 * k, a.v[k]);
+}
+/* FCVTL quiets a signalling NaN and keeps the top of its payload, as F16C and
+   llamay_fp16_to_fp32_scalar do (Linux runs with FPCR.DN clear: NaNs are not replaced by the
+   default NaN); every other half converts exactly */
+V16_INLINE v16 v16_load_f16(const uint16_t *p) {
+    V16_MAP(vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p + 4 * k))));
+}
+V16_INLINE v16 v16_load_i8(const int8_t *p) {
+    const int8x16_t b = vld1q_s8(p);
+    const int16x8_t lo = vmovl_s8(vget_low_s8(b)), hi = vmovl_high_s8(b);
+    v16 r = {{vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), vcvtq_f32_s32(vmovl_high_s16(lo)),
+              vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), vcvtq_f32_s32(vmovl_high_s16(hi))}};
+    return r;
+}
+V16_INLINE v16 v16_add(v16 a, v16 b) { V16_MAP(vaddq_f32(a.v[k], b.v[k])); }
+V16_INLINE v16 v16_sub(v16 a, v16 b) { V16_MAP(vsubq_f32(a.v[k], b.v[k])); }
+V16_INLINE v16 v16_mul(v16 a, v16 b) { V16_MAP(vmulq_f32(a.v[k], b.v[k])); }
+V16_INLINE v16 v16_div(v16 a, v16 b) { V16_MAP(vdivq_f32(a.v[k], b.v[k])); }
+V16_INLINE v16 v16_fma(v16 a, v16 b, v16 c) { V16_MAP(vfmaq_f32(c.v[k], a.v[k], b.v[k])); }
+/* a compare and a select, not FMAX/FMIN: those return NaN for a NaN on either side and order
+   -0 below +0, where x86's maxps returns b unless a > b */
+V16_INLINE v16 v16_max(v16 a, v16 b) {
+    V16_MAP(vbslq_f32(vcgtq_f32(a.v[k], b.v[k]), a.v[k], b.v[k]));
+}
+V16_INLINE v16 v16_min(v16 a, v16 b) {
+    V16_MAP(vbslq_f32(vcltq_f32(a.v[k], b.v[k]), a.v[k], b.v[k]));
+}
+V16_INLINE v16 v16_abs(v16 a) {
+    V16_MAP(vreinterpretq_f32_u32(
+        vandq_u32(vreinterpretq_u32_f32(a.v[k]), vdupq_n_u32(0x7FFFFFFFu))));
+}
+V16_INLINE v16 v16_copysign(v16 mag, v16 sign) {
+    V16_MAP(vbslq_f32(vdupq_n_u32(0x80000000u), sign.v[k], mag.v[k]));
+}
+/* FCVTZS truncates as cvttps does; the two differ only out of int32's range, which n is not */
+V16_INLINE v16 v16_exp2i(v16 n) {
+    V16_MAP(vreinterpretq_f32_s32(vshlq_n_s32(
+        vandq_s32(vaddq_s32(vcvtq_s32_f32(n.v[k]), vdupq_n_s32(127)), vdupq_n_s32(0xFF)), 23)));
+}
+V16_INLINE m16 v16_lt(v16 a, v16 b) {
+    m16 m;
+    for (int k = 0; k < 4; k++) m.v[k] = vcltq_f32(a.v[k], b.v[k]);
+    return m;
+}
+V16_INLINE v16 v16_select(m16 m, v16 if_true, v16 if_false) {
+    V16_MAP(vbslq_f32(m.v[k], if_true.v[k], if_false.v[k]));
+}
+#undef V16_MAP
+/* The tree's first two steps for one row: lanes i + i+8 (v[0] + v[2], v[1] + v[3]), then the
+   two halves of those, lane i + i+4: [s0+s4, s1+s5, s2+s6, s3+s7] */
+V16_INLINE float32x4_t v16_tree_quarter(v16 a) {
+    return vaddq_f32(vaddq_f32(a.v[0], a.v[2]), vaddq_f32(a.v[1], a.v[3]));
+}
+/* (t0 + t2) + (t1 + t3) of a quarter t */
+V16_INLINE float v16_tree_last(float32x4_t t) {
+    return vpadds_f32(vadd_f32(vget_low_f32(t), vget_high_f32(t)));
+}
+V16_INLINE float v16_tree(v16 a) { return v16_tree_last(v16_tree_quarter(a)); }
+/* out[r] = v16_tree(x[r]) * scale for eight rows: each row's quarter as soon as it is summed,
+   then the last two steps of all eight side by side: (t0 + t2, t1 + t3) of rows r and r + 1
+   by 64-bit zips, and their pairwise sums, four rows a register. */
+typedef struct {
+    float32x4_t row, row_4;
+} v16_tree_pair;
+V16_INLINE v16_tree_pair v16_tree8_first(v16 row, v16 row_4) {
+    return (v16_tree_pair){v16_tree_quarter(row), v16_tree_quarter(row_4)};
+}
+/* [a0 + a2, a1 + a3, b0 + b2, b1 + b3] */
+V16_INLINE float32x4_t v16_halves_of_two(float32x4_t a, float32x4_t b) {
+    const float64x2_t a64 = vreinterpretq_f64_f32(a), b64 = vreinterpretq_f64_f32(b);
+    return vaddq_f32(vreinterpretq_f32_f64(vzip1q_f64(a64, b64)),
+                     vreinterpretq_f32_f64(vzip2q_f64(a64, b64)));
+}
+V16_INLINE void v16_tree8_rest(const v16_tree_pair *u, float scale, float *out) {
+    const float32x4_t low = vpaddq_f32(v16_halves_of_two(u[0].row, u[1].row),
+                                       v16_halves_of_two(u[2].row, u[3].row));
+    const float32x4_t high = vpaddq_f32(v16_halves_of_two(u[0].row_4, u[1].row_4),
+                                        v16_halves_of_two(u[2].row_4, u[3].row_4));
+    vst1q_f32(out, vmulq_n_f32(low, scale));
+    vst1q_f32(out + 4, vmulq_n_f32(high, scale));
+}
+/* AVX2's tree of maxima, step for step (lanes i, i + 8; i, i + 4; i, i + 2; 0, 1), so that the
+   two agree even where lanes tie at +0 and -0; any order gives the reference's scan's value
+   wherever no lane is NaN and no zeros of both signs tie for the maximum */
+V16_INLINE float32x4_t v16_max4(float32x4_t a, float32x4_t b) {
+    return vbslq_f32(vcgtq_f32(a, b), a, b);
+}
+V16_INLINE float v16_hmax(v16 a) {
+    const float32x4_t s = v16_max4(v16_max4(a.v[0], a.v[2]), v16_max4(a.v[1], a.v[3]));
+    const float32x4_t t = v16_max4(s, vcombine_f32(vget_high_f32(s), vget_high_f32(s)));
+    const float t0 = vgetq_lane_f32(t, 0), t1 = vgetq_lane_f32(t, 1);
+    return t0 > t1 ? t0 : t1;
+}
+
 #else
 #error "set LLAMAY_VEC to LLAMAY_VEC_REF, LLAMAY_VEC_AVX2, LLAMAY_VEC_AVX512 or LLAMAY_VEC_NEON"
+#endif
+
+/* lanes [0, n) through a buffer of sixteen, where no masked load or store does it */
+#if LLAMAY_VEC == LLAMAY_VEC_AVX2 || LLAMAY_VEC == LLAMAY_VEC_NEON
+V16_INLINE v16 v16_load_partial(const float *p, int n) {
+    float tmp[16] = {0};
+    memcpy(tmp, p, (size_t)n * 4);
+    return v16_load(tmp);
+}
+V16_INLINE void v16_store_partial(float *p, v16 a, int n) {
+    float tmp[16];
+    v16_store(tmp, a);
+    memcpy(p, tmp, (size_t)n * 4);
+}
 #endif
 
 /* ---- functions built from the operations above: the same steps in every implementation ---- */
