@@ -1,6 +1,7 @@
 /* Q2_K..Q6_K and IQ4_XS x Q8_K over the eight-row interleaved copy (KX8, matmul_kernels.h),
-   written once for two vector widths: AVX2 (one group of eight rows per ymm) and AVX-512 VNNI
-   (two groups side by side in a zmm, sixteen rows), chosen by KX8_AVX512 in the including file.
+   written once for three vector layers: AVX2 (one group of eight rows per ymm), AVX-512 VNNI
+   (two groups side by side in a zmm, sixteen rows) and NEON (one group in a pair of 128-bit
+   registers), chosen by KX8_AVX512 or KX8_NEON in the including file.
 
    A 32-bit lane is one row: a chunk of 32 weight bytes holds four elements of each row per
    nibble half, the activations' four bytes are broadcast, and each row's products are added
@@ -8,7 +9,7 @@
    integer dot products come out as one vector of rows, never reduced horizontally, and the
    reference's fp32 steps (matmul.h: per super-block b, fmaf(d_w * d_a, i1, lane b % 8), then
    the min term, then the tree) run with the rows as SIMD lanes. Integer sums are exact in any
-   order: both widths give the reference's integers, so the same bits.
+   order: every layer gives the reference's integers, so the same bits.
 
    AVX2: vpmaddubsw (unsigned weights x signed activations into int16 pairs) then vpmaddwd by
    the scale. The int16 sums never saturate: a Q4_K pair is at most 2 x 15 x 128 in magnitude,
@@ -22,6 +23,9 @@
    scaled activation sum back, as for Q6_K's offset.
    AVX-512: vpdpbusd adds each row's four products straight into int32 (a sub-block's sum is
    at most 32 x 31 x 128), then one vpmulld by the scale per sub-block.
+   NEON: each row's four products into int32 as well (matmul_neon_body.h's dot4x2: SDOT, or
+   int16 products widened in pairs where the CPU lacks it), signed bytes by signed bytes, so
+   that no type needs an offset: IQ4_XS's values are used as they are.
 
    Many tokens (prefill, or a decode step of several sequences) share each chunk as it is
    decoded, KX_TOKENS at a time; every token's arithmetic is the same as alone. */
@@ -115,6 +119,171 @@ INLINE kx_i kx_settle(kx_i v) { return v; }
 /* IQ4_XS's values, made unsigned (+128: matmul_avx512.c's table) */
 INLINE kx_i kx_iq4_xs_table(void) { return lookup_table(kvalues_iq4nl); }
 #define kx_lookup _mm512_shuffle_epi8
+
+#elif defined(KX8_NEON)
+
+#define KX_ROWS 8
+/* 32 registers of 128 bits: AVX2's sixteen of 256, and its token counts */
+#define KX_TOKENS 8
+#define KX8_EXPANDED_TOKENS 4
+/* the partial sums are int32 (dot4x2): a whole sub-block at a time */
+#define KX_Q5_K_CHUNKS_PER_SUM 4
+#define KX_Q6_K_CHUNKS_PER_SUM 2
+/* kx_chunk multiplies signed bytes by signed bytes (kx8_biased, kx8_ints) */
+#define KX_SIGNED_DOT 1
+
+/* rows 0-3 in v[0], 4-7 in v[1]: bytes, int16 pairs or int32, as each operation reads them */
+typedef struct {
+    int32x4_t v[2];
+} kx_i;
+typedef struct {
+    float32x4_t v[2];
+} kx_f;
+
+INLINE kx_i kx_pair(int32x4_t rows0, int32x4_t rows4) {
+    kx_i r = {{rows0, rows4}};
+    return r;
+}
+
+INLINE kx_f kx_fpair(float32x4_t rows0, float32x4_t rows4) {
+    kx_f r = {{rows0, rows4}};
+    return r;
+}
+
+INLINE kx_i kx_load(const uint8_t *g, const uint8_t *next, int off) {
+    (void)next;
+    return kx_pair(vld1q_s32((const int32_t *)(g + off)),
+                   vld1q_s32((const int32_t *)(g + off + 16)));
+}
+
+/* 16 bytes: every row's two scale bytes, as an int16 pair */
+INLINE kx_i kx_load_pairs_u8(const uint8_t *g, const uint8_t *next, int off) {
+    (void)next;
+    const uint8x16_t b = vld1q_u8(g + off);
+    return kx_pair(vreinterpretq_s32_u16(vmovl_u8(vget_low_u8(b))),
+                   vreinterpretq_s32_u16(vmovl_high_u8(b)));
+}
+
+INLINE kx_i kx_load_pairs_i8(const uint8_t *g, const uint8_t *next, int off) {
+    (void)next;
+    const int8x16_t b = vld1q_s8((const int8_t *)(g + off));
+    return kx_pair(vreinterpretq_s32_s16(vmovl_s8(vget_low_s8(b))),
+                   vreinterpretq_s32_s16(vmovl_high_s8(b)));
+}
+
+INLINE kx_f kx_load_f16(const uint8_t *g, const uint8_t *next, int off) {
+    (void)next;
+    const uint16x8_t h = vld1q_u16((const uint16_t *)(g + off));
+    return kx_fpair(vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(h))),
+                    vcvt_f32_f16(vreinterpret_f16_u16(vget_high_u16(h))));
+}
+
+INLINE kx_i kx_zero(void) { return kx_pair(vdupq_n_s32(0), vdupq_n_s32(0)); }
+INLINE kx_i kx_set1(int32_t x) { return kx_pair(vdupq_n_s32(x), vdupq_n_s32(x)); }
+INLINE kx_i kx_set1_8(char x) {
+    const int32x4_t b = vreinterpretq_s32_s8(vdupq_n_s8((int8_t)x));
+    return kx_pair(b, b);
+}
+INLINE kx_i kx_and(kx_i a, kx_i b) {
+    return kx_pair(vandq_s32(a.v[0], b.v[0]), vandq_s32(a.v[1], b.v[1]));
+}
+INLINE kx_i kx_and_or(kx_i a, kx_i mask, kx_i b) {
+    return kx_pair(vorrq_s32(vandq_s32(a.v[0], mask.v[0]), b.v[0]),
+                   vorrq_s32(vandq_s32(a.v[1], mask.v[1]), b.v[1]));
+}
+/* shifts of the 16-bit lanes by a register (USHL: right where negative), so that the count
+   need not be a literal where the compiler meets the call */
+INLINE int32x4_t kx_shift16(int32x4_t v, int by) {
+    return vreinterpretq_s32_u16(vshlq_u16(vreinterpretq_u16_s32(v), vdupq_n_s16((int16_t)by)));
+}
+INLINE kx_i kx_srli16(kx_i a, int n) {
+    return kx_pair(kx_shift16(a.v[0], -n), kx_shift16(a.v[1], -n));
+}
+INLINE kx_i kx_slli16(kx_i a, int n) {
+    return kx_pair(kx_shift16(a.v[0], n), kx_shift16(a.v[1], n));
+}
+INLINE kx_i kx_slli32(kx_i a, int n) {
+    const int32x4_t by = vdupq_n_s32(n);
+    return kx_pair(vshlq_s32(a.v[0], by), vshlq_s32(a.v[1], by));
+}
+INLINE kx_i kx_add32(kx_i a, kx_i b) {
+    return kx_pair(vaddq_s32(a.v[0], b.v[0]), vaddq_s32(a.v[1], b.v[1]));
+}
+INLINE kx_i kx_sub32(kx_i a, kx_i b) {
+    return kx_pair(vsubq_s32(a.v[0], b.v[0]), vsubq_s32(a.v[1], b.v[1]));
+}
+INLINE kx_i kx_sub8(kx_i a, kx_i b) {
+    return kx_pair(
+        vreinterpretq_s32_s8(vsubq_s8(vreinterpretq_s8_s32(a.v[0]), vreinterpretq_s8_s32(b.v[0]))),
+        vreinterpretq_s32_s8(vsubq_s8(vreinterpretq_s8_s32(a.v[1]), vreinterpretq_s8_s32(b.v[1]))));
+}
+/* each row's int16 pair (a_0, a_1) times (b_0, b_1), summed: a_0 b_0 + a_1 b_1 (int32) */
+INLINE int32x4_t kx_dot16_rows(int32x4_t a, int32x4_t b) {
+    const int16x8_t x = vreinterpretq_s16_s32(a), y = vreinterpretq_s16_s32(b);
+    return vpaddq_s32(vmull_s16(vget_low_s16(x), vget_low_s16(y)), vmull_high_s16(x, y));
+}
+INLINE kx_i kx_dot16(kx_i acc, kx_i a, kx_i b) {
+    return kx_pair(vaddq_s32(acc.v[0], kx_dot16_rows(a.v[0], b.v[0])),
+                   vaddq_s32(acc.v[1], kx_dot16_rows(a.v[1], b.v[1])));
+}
+INLINE kx_f kx_fzero(void) { return kx_fpair(vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)); }
+INLINE kx_f kx_fset1(float x) { return kx_fpair(vdupq_n_f32(x), vdupq_n_f32(x)); }
+INLINE kx_f kx_fadd(kx_f a, kx_f b) {
+    return kx_fpair(vaddq_f32(a.v[0], b.v[0]), vaddq_f32(a.v[1], b.v[1]));
+}
+INLINE kx_f kx_fmul(kx_f a, kx_f b) {
+    return kx_fpair(vmulq_f32(a.v[0], b.v[0]), vmulq_f32(a.v[1], b.v[1]));
+}
+/* a * b + c, fused */
+INLINE kx_f kx_fmadd(kx_f a, kx_f b, kx_f c) {
+    return kx_fpair(vfmaq_f32(c.v[0], a.v[0], b.v[0]), vfmaq_f32(c.v[1], a.v[1], b.v[1]));
+}
+INLINE kx_f kx_cvt(kx_i a) { return kx_fpair(vcvtq_f32_s32(a.v[0]), vcvtq_f32_s32(a.v[1])); }
+INLINE void kx_store_rows(float *p, kx_f v, int two) {
+    (void)two;
+    vst1q_f32(p, v.v[0]);
+    vst1q_f32(p + 4, v.v[1]);
+}
+
+/* a chunk's products of lo and hi with the activations' four bytes xl and xh, added into the
+   partial sums (int32) */
+INLINE kx_i kx_chunk(kx_i partial, kx_i lo, kx_i hi, kx_i xl, kx_i xh) {
+    kx_i r;
+    for (int k = 0; k < 2; k++) {
+        r.v[k] = dot4x2(partial.v[k], vreinterpretq_s8_s32(lo.v[k]), vreinterpretq_s8_s32(xl.v[k]),
+                        vreinterpretq_s8_s32(hi.v[k]), vreinterpretq_s8_s32(xh.v[k]));
+    }
+    return r;
+}
+
+/* the scale of sub-block 2p + s of each row, from its int16 pair of sub-blocks 2p, 2p + 1 */
+INLINE kx_i kx_scale(kx_i pair, int s) {
+    kx_i r;
+    for (int k = 0; k < 2; k++) {
+        r.v[k] = s ? vshrq_n_s32(pair.v[k], 16) : vshrq_n_s32(vshlq_n_s32(pair.v[k], 16), 16);
+    }
+    return r;
+}
+
+INLINE kx_i kx_scaled(kx_i partial, kx_i scale) {
+    return kx_pair(vmulq_s32(partial.v[0], scale.v[0]), vmulq_s32(partial.v[1], scale.v[1]));
+}
+
+INLINE kx_i kx_settle(kx_i v) { return v; }
+
+/* IQ4_XS's values as they are (signed) */
+INLINE kx_i kx_iq4_xs_table(void) {
+    const int32x4_t t = vreinterpretq_s32_s8(vld1q_s8(kvalues_iq4nl));
+    return kx_pair(t, t);
+}
+INLINE kx_i kx_lookup(kx_i table, kx_i index) {
+    kx_i r;
+    for (int k = 0; k < 2; k++) {
+        r.v[k] = vreinterpretq_s32_s8(
+            vqtbl1q_s8(vreinterpretq_s8_s32(table.v[k]), vreinterpretq_u8_s32(index.v[k])));
+    }
+    return r;
+}
 
 #else /* AVX2 */
 
@@ -242,6 +411,10 @@ INLINE kx_i kx8_broadcast4(const int8_t *p) {
 /* Q4_K/Q5_K: the int16 pairs (B_2p, B_2p+1), p = 0..3, of a super-block's activation sums
    (B_j: the sum of sub-block j's 32 quants, two sums of 16; at most 32 x 128, no saturation) */
 INLINE void kx8_sum_pairs(const int16_t *sums, int32_t pairs[4]) {
+#ifdef KX8_NEON
+    const int16x8_t b = vpaddq_s16(vld1q_s16(sums), vld1q_s16(sums + 8)); /* B_0 .. B_7 */
+    vst1q_s32(pairs, vreinterpretq_s32_s16(b));
+#else
     const __m256i s = _mm256_loadu_si256((const __m256i *)sums);
     const __m256i b = _mm256_madd_epi16(s, _mm256_set1_epi16(1)); /* B_0 .. B_7 */
     int32_t packed[8]; /* per 128-bit lane: B_0..B_3 twice, then B_4..B_7 twice, as int16 */
@@ -250,6 +423,7 @@ INLINE void kx8_sum_pairs(const int16_t *sums, int32_t pairs[4]) {
     pairs[1] = packed[1];
     pairs[2] = packed[4];
     pairs[3] = packed[5];
+#endif
 }
 
 /* v's bits moved by `by` places (left where positive) within 16-bit lanes: an immediate
@@ -330,7 +504,10 @@ INLINE void kx8_take_partials(kx_i *partial, kx_i scale, const int nt, kx_i *i1)
    weights, a whole step of 64 tokens 1.06 (AVX-512) and 1.09 (AVX2) times as fast in cache,
    of 512 tokens 1.08 from memory (bench/matmul_ab.py, Xeon, one thread). */
 INLINE int kx8_biased(int type) {
-#ifdef KX_SIGNED_IQ4_XS
+#if defined(KX_SIGNED_DOT) /* no unsigned operand to move the activations into */
+    (void)type;
+    return 0;
+#elif defined(KX_SIGNED_IQ4_XS)
     return type == LLAMAY_TYPE_Q6_K || type == LLAMAY_TYPE_Q3_K;
 #else
     return type == LLAMAY_TYPE_Q6_K || type == LLAMAY_TYPE_Q3_K || type == LLAMAY_TYPE_IQ4_XS;
@@ -586,7 +763,8 @@ INLINE void kx8_ints(int type, const kx_i *e, const uint8_t *g, const uint8_t *n
         return;
     }
     if (type == LLAMAY_TYPE_IQ4_XS) {
-#ifndef KX_SIGNED_IQ4_XS /* i1 = sum sc (w + 128) x - 128 sum sc B over the sub-blocks */
+#if !defined(KX_SIGNED_IQ4_XS) && !defined(KX_SIGNED_DOT)
+        /* i1 = sum sc (w + 128) x - 128 sum sc B over the sub-blocks */
         kx_i scales[4], offset[KX_TOKENS];
         for (int p = 0; p < 4; p++) {
             scales[p] = kx_load_pairs_i8(g, next, LLAMAY_KX8_IQ4_XS_SCALES + 16 * p);
@@ -624,11 +802,17 @@ INLINE void kx8_ints(int type, const kx_i *e, const uint8_t *g, const uint8_t *n
 
 /* dst = src + 128, as unsigned bytes (n a multiple of 256) */
 INLINE void kx8_add_128(const int8_t *src, int8_t *dst, int n) {
+#ifdef KX8_NEON
+    for (int i = 0; i < n; i += 16) {
+        vst1q_s8(dst + i, veorq_s8(vld1q_s8(src + i), vdupq_n_s8((int8_t)0x80)));
+    }
+#else
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     for (int i = 0; i < n; i += 32) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(src + i));
         _mm256_storeu_si256((__m256i *)(dst + i), _mm256_xor_si256(v, flip));
     }
+#endif
 }
 
 /* Bytes from a group's super-block to the same super-block of the next group, which fills
