@@ -6,8 +6,9 @@ One build runs on every CPU of its architecture. It carries every kernel set of 
 architecture (csrc/kernel_set.h): the plain C reference everywhere, AVX2 and AVX-512 on
 x86-64, NEON on aarch64. A set's files (`*_avx2.c`, `*_avx512.c`, `*_neon.c`) are compiled with
 that set's target flags, every other file for the architecture's baseline, and the library
-chooses at load the best set the CPU has. No OpenMP: the core has its own threads (threads.h),
-so any C11 compiler with POSIX threads builds it, gcc or clang.
+chooses at load the best set the CPU has (and, inside the NEON set, whether to run the build of
+its matmul kernels with the dot product instructions, `*_dotprod.c`). No OpenMP: the core has
+its own threads (threads.h), so any C11 compiler with POSIX threads builds it, gcc or clang.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ THREADS = ["-pthread"]
 
 # Each architecture's kernel sets and their target flags; a file named *_SET.c is compiled with
 # SET's flags (its name's suffix), and the set is compiled in (LLAMAY_WITH_SET) where the
-# compiler takes them.
+# compiler takes them. `dotprod` is not a set of its own: the NEON set's matmul kernels built
+# with the dot product instructions, which the set runs where the CPU has them (matmul_neon.c).
 KERNEL_SETS: dict[str, dict[str, list[str]]] = {
     "x86_64": {
         "avx2": ["-mavx2", "-mfma", "-mf16c"],
@@ -46,9 +48,9 @@ KERNEL_SETS: dict[str, dict[str, list[str]]] = {
             *("-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx512vnni"),
         ],
     },
-    # Advanced SIMD is part of every AArch64 CPU: the baseline flags target it already; the
-    # dot product instructions are chosen at run time inside the set (matmul_neon.c).
-    "aarch64": {"neon": []},
+    # Advanced SIMD is part of every AArch64 CPU: the baseline flags target it already. The dot
+    # product instructions (ARMv8.2's DotProd) are an extension some CPUs lack.
+    "aarch64": {"neon": [], "dotprod": ["-march=armv8.2-a+dotprod"]},
 }
 
 
@@ -58,6 +60,7 @@ KERNEL_SETS: dict[str, dict[str, list[str]]] = {
 SYSTEM = ["cpu.c", "threads.c"]
 QUANTS = ["quants.c", "dequantize.c", "quantize.c", "dequantize_avx2.c", "quantize_avx2.c"]
 MATMUL = ["matmul.c", "matmul_ref.c", "matmul_avx2.c", "matmul_avx512.c", "matmul_neon.c"]
+MATMUL += ["matmul_neon_dotprod.c"]
 KERNELS = ["kernels.c", "kernels_ref.c", "kernels_avx2.c", "kernels_avx512.c", "kernels_neon.c"]
 KERNELS += ["rope.c"]
 FORWARD = ["forward.c", "weights.c"]

@@ -30,6 +30,11 @@ enum llamay_kernel_set {
 #ifndef LLAMAY_WITH_NEON
 #define LLAMAY_WITH_NEON 0
 #endif
+/* Not a set: the NEON set's build of its matmul kernels with the dot product instructions
+   (matmul_neon_dotprod.c), compiled where the compiler takes them, run where the CPU has them */
+#ifndef LLAMAY_WITH_DOTPROD
+#define LLAMAY_WITH_DOTPROD 0
+#endif
 
 /* Whether this file is compiled for a set's instructions: true in the set's own files (which
    check it), false in baseline files, which only call them through the sets' tables. */

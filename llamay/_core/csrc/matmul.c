@@ -1,7 +1,7 @@
 /* Matmul entry points: which kernel and activation format a weight type takes (from its row
-   of ggml_types.h), activation quantization, and the parallel wrapper for tests and benchmarks. The kernels
-   live in matmul_ref.c (the definition of every result), matmul_avx2.c and matmul_avx512.c
-   (whose tiling drivers are matmul_driver.h). */
+   of ggml_types.h), activation quantization, and the parallel wrapper for tests and benchmarks.
+   The kernels live in matmul_ref.c (the definition of every result), matmul_avx2.c,
+   matmul_avx512.c and matmul_neon.c (whose tiling drivers are matmul_driver.h). */
 #include <stddef.h>
 #include <string.h>
 #include <time.h>

@@ -302,5 +302,9 @@ llamay_matmul_fn llamay_reference_kernel(int type);
 llamay_matmul_fn llamay_avx2_kernel(int type);
 llamay_matmul_fn llamay_avx512_kernel(int type);
 llamay_matmul_fn llamay_neon_kernel(int type);
+/* NEON's two builds of its kernels (matmul_neon.c): without the dot product instructions (any
+   AArch64 CPU) and with them; llamay_neon_kernel is the second where the CPU has them. */
+llamay_matmul_fn llamay_neon_plain_kernel(int type);
+llamay_matmul_fn llamay_neon_dotprod_kernel(int type);
 
 #endif
