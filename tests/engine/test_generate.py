@@ -11,6 +11,8 @@ import llamay
 from llamay import gguf
 from llamay.engine.generate import chat_prompt_ids, generate
 
+from helpers.concurrency import StepGate
+
 SYNTH = Path(__file__).parent.parent / "data" / "synth"
 LLAMA2 = SYNTH / "llama2-spm-Q8_0.gguf"
 
@@ -76,10 +78,12 @@ def test_an_end_of_generation_token_stops_without_being_yielded(model, tmp_path,
 
 def test_cancel_ends_before_the_next_token_and_frees_the_pages_it_made(model):
     before = model.kv_stats()["pages_used"]
-    generation = generate(model, "The license", max_tokens=20, temperature=0)
-    taken = [next(generation) for _ in range(3)]
-    generation.cancel()
-    rest = list(generation)
+    with StepGate(model, steps=3) as gate:  # the scheduler stops after the third token
+        generation = generate(model, "The license", max_tokens=20, temperature=0)
+        taken = [next(generation) for _ in range(3)]
+        generation.cancel()
+        gate.open()
+        rest = list(generation)
     assert generation.finish_reason == "cancelled"
     assert len(taken) + len(rest) < 20
     assert model.kv_stats()["pages_used"] - model.kv_stats()["pages_cached"] <= before
@@ -87,10 +91,12 @@ def test_cancel_ends_before_the_next_token_and_frees_the_pages_it_made(model):
 
 def test_cancel_leaves_a_context_the_caller_gave_open_and_whole(model):
     context = model.context()
-    generation = generate(model, "The license", max_tokens=20, temperature=0, context=context)
-    taken = [next(generation) for _ in range(3)]
-    generation.cancel()
-    taken += list(generation)
+    with StepGate(model, steps=3) as gate:
+        generation = generate(model, "The license", max_tokens=20, temperature=0, context=context)
+        taken = [next(generation) for _ in range(3)]
+        generation.cancel()
+        gate.open()
+        taken += list(generation)
     assert generation.finish_reason == "cancelled"
     assert len(taken) < 20
     assert context.tokens == model.tokenize("The license") + taken

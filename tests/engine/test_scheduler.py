@@ -12,7 +12,7 @@ import pytest
 import llamay
 from llamay.engine.generate import generate
 
-from helpers.concurrency import all_at_once
+from helpers.concurrency import StepGate, all_at_once
 
 SYNTH = Path(__file__).parent.parent / "data" / "synth"
 LLAMA2 = SYNTH / "llama2-spm-Q8_0.gguf"
@@ -71,11 +71,13 @@ def test_a_long_prompt_is_fed_in_chunks_beside_running_decodes(tmp_path, backend
 
 def test_cancelling_frees_the_pages_of_the_generations_own_context(model):
     baseline = model.kv_stats()["pages_used"]
-    generation = generate(model, "The license", max_tokens=40, temperature=0)
-    next(generation)
-    assert model.kv_stats()["pages_used"] > baseline
-    generation.cancel()
-    assert list(generation) == [] or generation.finish_reason == "cancelled"
+    with StepGate(model, steps=1) as gate:  # the scheduler stops after the first token
+        generation = generate(model, "The license", max_tokens=40, temperature=0)
+        next(generation)
+        assert model.kv_stats()["pages_used"] > baseline
+        generation.cancel()
+        gate.open()
+        assert list(generation) == []
     assert generation.finish_reason == "cancelled"
     assert model.kv_stats()["pages_used"] == baseline
 
