@@ -55,7 +55,6 @@ def create_app(config: ServerConfig | None = None) -> falcon.App:
         lease_wait=config.lease_wait,
     )
     state = ServerState(config, models, counters, contexts)
-    state.extras["contexts"] = contexts  # where the families looked for it before
     in_flight = InFlight(state)
     middleware: list = [in_flight]
     if store is not None:

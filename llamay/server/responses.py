@@ -31,7 +31,6 @@ from llamay.engine import Model
 from llamay.errors import LlamayError
 from llamay.server import inference, openapi, pipeline, remote, sse
 from llamay.server.errors import ApiError, from_exception, read_json
-from llamay.server.native import ContextRegistry
 from llamay.server.responses_items import (
     Request,
     as_messages,
@@ -101,10 +100,7 @@ _ITEM_LIST = {
 
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
-    registry = state.extras.setdefault(
-        "contexts", ContextRegistry(state.config.max_contexts, state.config.context_ttl)
-    )
-    store = ResponseStore(registry)
+    store = ResponseStore(state.contexts)
     app.add_route("/v1/responses", _Responses(state, store))
     app.add_route("/v1/responses/input_tokens", _InputTokens(state, store))
     app.add_route("/v1/responses/{response_id}", _OneResponse(store))

@@ -39,8 +39,9 @@ from typing import Any
 from llamay.engine import Model
 from llamay.errors import LlamayError
 from llamay.paths import llamay_home, write_atomically
+from llamay.server.contexts import ContextRegistry, Entry
 from llamay.server.errors import ApiError
-from llamay.server.native import ContextRegistry, Entry, fork_idle
+from llamay.server.native import fork_idle
 from llamay.state import Context
 
 # What a response id looks like (responses_items.item_id): anything else is never a file name.

@@ -19,15 +19,14 @@ from llamay.server.models import ModelManager
 @dataclass
 class ServerState:
     """The server's config, its loaded models, its metrics, the contexts every API keeps on
-    the server (contexts.py), when it started; `extras` holds what one family keeps for itself.
-    `draining`: SIGTERM came (listen.py); /ready answers 503 from then on."""
+    the server (contexts.py), when it started. `draining`: SIGTERM came (listen.py); /ready
+    answers 503 from then on."""
 
     config: ServerConfig
     models: ModelManager
     metrics: Metrics
     contexts: ContextRegistry
     started_at: float = field(default_factory=time.time)
-    extras: dict[str, Any] = field(default_factory=dict)
     draining: bool = False
 
     def count_tokens(self, model: Model, prompt: int, generated: int) -> None:
