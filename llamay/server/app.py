@@ -3,7 +3,8 @@
 It runs under waitress (`llamay serve`) or any other WSGI server (docs/deploy.md). Here are the
 parts every route shares: who may call (guard.py: Host, Origin, CORS, the API key), error
 rendering in the shape of the request's family, metrics, the contexts every API keeps on the
-server (contexts.py; with a state directory, statedir.py), `GET /health` and `GET /ready`
+server (contexts.py; with a state directory, replication.py over statedir.py), `GET /health`
+and `GET /ready`
 (drain.py). The chat page (ui.py) is one more family of routes.
 """
 
@@ -31,6 +32,7 @@ from llamay.server.drain import InFlight, Ready
 from llamay.server.errors import error_body, family_of, from_exception
 from llamay.server.guard import Guard, RequireKey
 from llamay.server.models import ModelManager
+from llamay.server.replication import Replication
 from llamay.server.state import ServerState
 from llamay.server.statedir import StateDir
 
@@ -43,22 +45,16 @@ def create_app(config: ServerConfig | None = None) -> falcon.App:
     if config is None:
         config = ServerConfig(api_key=os.environ.get("LLAMAY_API_KEY") or None)
     models, counters = ModelManager(config), metrics.Metrics()
-    store = None
+    replication = None
     if config.state_dir is not None:
         store = StateDir(config.state_dir, config.replica(), config.lease_ttl)
-    contexts = ContextRegistry(
-        config.max_contexts,
-        config.context_ttl,
-        store=store,
-        load=models.get,
-        metrics=counters,
-        lease_wait=config.lease_wait,
-    )
+        replication = Replication(store, models.get, metrics=counters, lease_wait=config.lease_wait)
+    contexts = ContextRegistry(config.max_contexts, config.context_ttl, replication)
     state = ServerState(config, models, counters, contexts)
     in_flight = InFlight(state)
     middleware: list = [in_flight]
-    if store is not None:
-        middleware.append(_NameReplica(store.owner))
+    if replication is not None:
+        middleware.append(_NameReplica(replication.store.owner))
     guard = Guard(config.host, config.api_key is not None, config.allowed_origins)
     app = openapi.RoutedApp(
         middleware=[

@@ -125,9 +125,9 @@ def readiness(state: ServerState) -> list[str]:
     problems = []
     if state.draining:
         problems.append("shutting down (SIGTERM)")
-    store = state.contexts.store
-    if store is not None:
-        why = store.writable()
+    replication = state.contexts.replication
+    if replication is not None:
+        why = replication.store.writable()
         if why is not None:
             problems.append(f"state directory not writable: {why}")
     for name in state.config.aliases:

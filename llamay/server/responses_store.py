@@ -105,7 +105,7 @@ class ResponseStore:
 
     def __init__(self, registry: ContextRegistry, folder: Path | None = None) -> None:
         self.registry = registry
-        self.shared = registry.store is not None  # the state directory keeps them
+        self.shared = registry.replication is not None  # the state directory keeps them
         self.folder = folder if folder is not None else llamay_home() / "responses"
         self._restoring = threading.Lock()
 

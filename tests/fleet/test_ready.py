@@ -24,7 +24,7 @@ def test_ready_names_the_replica_and_says_why_not(tmp_path) -> None:
     assert ready.json == {"status": "ready", "replica": "replica-a"}
     assert ready.headers["x-llamay-replica"] == "replica-a"
 
-    app.llamay_state.contexts.store.root = tmp_path / "file" / "below"
+    app.llamay_state.contexts.replication.store.root = tmp_path / "file" / "below"
     (tmp_path / "file").write_text("not a folder")
     not_ready = client.simulate_get("/ready")
     assert not_ready.status_code == 503

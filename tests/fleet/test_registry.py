@@ -1,5 +1,6 @@
-"""The context registry with a state directory (llamay/server/contexts.py): two registries in
-one process over one directory stand for two replicas, on a real tiny model."""
+"""The context registry (llamay/server/contexts.py), on a real tiny model: purely local without
+a replication policy; with one over a state directory (replication.py), two registries in one
+process over one directory stand for two replicas."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import llamay
 from llamay.server.contexts import ContextRegistry
 from llamay.server.errors import ApiError
 from llamay.server.metrics import Metrics
+from llamay.server.replication import Replication
 from llamay.server.statedir import StateDir
 
 from helpers.tiny import write_tiny
@@ -27,14 +29,13 @@ def model(tmp_path_factory):
 
 def _replica(root, name: str, model, *, limit: int = 8, ttl: float = math.inf, wait=0.5):
     metrics = Metrics()
-    registry = ContextRegistry(
-        limit,
-        ttl,
-        store=StateDir(root, name, lease_ttl=30),
-        load=lambda _name: model,
+    replication = Replication(
+        StateDir(root, name, lease_ttl=30),
+        lambda _name: model,
         metrics=metrics,
         lease_wait=wait,
     )
+    registry = ContextRegistry(limit, ttl, replication)
     return registry, metrics
 
 
@@ -78,7 +79,7 @@ def test_what_was_written_is_restored_bit_for_bit(tmp_path, model) -> None:
     restored.context.feed([7])
     two.touch(restored)
     assert two.flush(10)
-    assert two.store.manifest(entry.id)["n_tokens"] == 5
+    assert two.replication.store.manifest(entry.id)["n_tokens"] == 5
 
 
 def test_past_the_limit_a_written_idle_context_goes_back_to_the_directory(tmp_path, model) -> None:
@@ -97,9 +98,52 @@ def test_expiry_deletes_from_the_directory_too(tmp_path, model) -> None:
 
     def expired() -> bool:
         one.expire()  # (the reaper may have been first)
-        return one.store.ids() == []
+        return one.replication.store.ids() == []
 
     wait_until(expired, 30, "the context did not expire from the directory")
     with pytest.raises(ApiError) as missing:
         one.get(entry.id)
     assert missing.value.status == 404
+
+
+# --- without a replication policy ---------------------------------------------------------------
+
+
+def _context(model, ids=(1, 5, 9)):
+    context = model.context()
+    context.feed(list(ids))
+    return context
+
+
+def test_past_the_limit_a_local_registry_lets_nothing_go(model) -> None:
+    registry = ContextRegistry(2, math.inf)
+    first, second = registry.add("tiny", _context(model)), registry.add("tiny", _context(model))
+    third = _context(model)
+    with pytest.raises(ApiError) as full:
+        registry.add("tiny", third)
+    assert full.value.status == 429 and "--max-contexts" in full.value.message
+    assert third.closed  # refused: its pages given back
+    registry.let_go_idle()  # a drain: nowhere to keep them, so they stay
+    assert registry.drain() and registry.flush()
+    assert {entry.id for entry in registry.all()} == {first.id, second.id}
+    assert registry.stats() == {
+        "resident_contexts": 2,
+        "unwritten_contexts": 0,
+        "state_dir": None,
+        "replica": None,
+    }
+    assert registry.get(first.id).persisted_n_tokens is None
+
+
+def test_removed_and_expired_contexts_are_gone(model) -> None:
+    registry = ContextRegistry(8, math.inf)
+    kept, gone = registry.add("tiny", _context(model)), registry.add("tiny", _context(model))
+    assert registry.remove(gone.id) is gone
+    gone.context.close()  # the caller's to close
+    with pytest.raises(ApiError) as missing:
+        registry.get(gone.id)
+    assert missing.value.status == 404
+    assert [item["id"] for item in registry.listing()] == [kept.id]
+    registry.ttl = 0.0  # every idle context is past it now
+    assert registry.expire() == [kept.id]
+    assert kept.context.closed and registry.all() == []
