@@ -20,8 +20,6 @@ Its renderer then reads the run, whichever runner made it (`Runner` is what both
 the end; `finish_reason(i)` / `outcome(i)`; `usage(state)`; `release()` when the answer is
 gone. `answer(req, resp, run, ...)` sends it as an event stream or whole. The families:
 openai.py (chat and text completions), anthropic.py, ollama.py, responses.py.
-
-`ChatRequest`, `start_chat` and `ChatRun` are the names the chat routes knew it by.
 """
 
 from __future__ import annotations
@@ -126,9 +124,6 @@ class GenerationRequest:
     def prompt(self) -> list[int]:
         """The (first) prompt's token ids (what count_tokens counts)."""
         return self.prompt_ids()[0]
-
-
-ChatRequest = GenerationRequest
 
 
 def raw_prompt(model: Model, prompt: Prompt, *, truncate: bool, reserve: int) -> list[int]:
@@ -269,9 +264,6 @@ class Run:
         inference.release(self.generations)
 
 
-ChatRun = Run
-
-
 def _echo(model: Model, ids: list[int], n_top: int | None) -> Echo:
     scored = (
         inference.prompt_logprobs(model, ids, n_top)
@@ -331,9 +323,6 @@ def start(request: GenerationRequest) -> Run:
         for i in range(len(generations))
     ]
     return Run(request, prompts, generations, answers)
-
-
-start_chat = start
 
 
 def answer(
