@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -24,15 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llamay.errors import PullError
-from llamay.paths import llamay_home, temp_owner, write_atomically
+from llamay.paths import llamay_home, stale, write_atomically
 from llamay.store import manifests
 from llamay.store.blobs import blob_path, check_digest
 from llamay.store.builtin import PACKAGED
 from llamay.store.locks import locked, store_lock
 from llamay.store.paths import blobs_dir
 
-# What a process of an older llamay left unmarked is stale after this long.
-_UNMARKED_STALE_S = 3600.0
 # The temporary folders llamay makes in the system's temporary directory.
 _TEMP_FOLDERS = ("llamay-snapshot", "llamay-restore", "llamay-verify")
 _UPLOADS = "uploads.json"
@@ -164,35 +161,14 @@ def clean_stale_temporaries(dry_run: bool = False) -> list[Path]:
         for path in Path(tempfile.gettempdir()).glob("llamay-*")
         if path.name.startswith(_TEMP_FOLDERS) and path.is_dir() and not path.is_symlink()
     ]
-    stale = [path for path in [*files, *folders] if _stale(path)]
+    left = [path for path in [*files, *folders] if stale(path)]
     if not dry_run:
-        for path in stale:
+        for path in left:
             if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 path.unlink(missing_ok=True)
-    return stale
-
-
-def _stale(path: Path) -> bool:
-    owner = temp_owner(path.name)
-    if owner is None:
-        with contextlib.suppress(OSError):
-            return time.time() - path.lstat().st_mtime > _UNMARKED_STALE_S
-        return False
-    return not _alive(owner)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):  # none by that number
-        return False
-    except PermissionError:  # another user's
-        return True
-    return True
+    return left
 
 
 def _size(path: Path) -> int:
