@@ -20,11 +20,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from llamay.errors import LlamayError, SnapshotCorrupt
+from llamay.paths import remove_stale_partials
 from llamay.state import snapshot
 from llamay.state.kv_cache import KVCache, PageList
 from llamay.state.layout import ModelIdentity
@@ -175,8 +177,10 @@ class Context:
 
     def save(self, path: str | os.PathLike[str], note: dict[str, Any] | None = None) -> None:
         """Writes a snapshot (tokens, KV pages, logits, checksums) that model.restore reads;
-        `note`, a JSON object kept with it, comes back as the restored context's `note`."""
+        `note`, a JSON object kept with it, comes back as the restored context's `note`.
+        Temporary files that killed saves to `path` left beside it go first."""
         self.check_open()
+        remove_stale_partials(Path(path))
         with self._cache.lock:
             pages = [self._cache.storage.read(int(page)) for page in self._pages.ids]
             snapshot.write(

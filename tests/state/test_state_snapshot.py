@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -392,3 +394,58 @@ def test_a_deeply_nested_note_is_refused_not_a_recursion_error(model, saved):
     saved.write_bytes(rebuilt(data, META=deep))
     with pytest.raises(SnapshotCorrupt, match="not JSON"):
         model.restore(saved)
+
+
+# A save held inside its atomic write (after the bytes, before the fsync and the rename), until
+# its parent kills it or lets it go on.
+_HELD_SAVE = """
+import os, sys
+import llamay
+model = llamay.load(sys.argv[1], threads=1, n_ctx=256, page_tokens=16)
+ctx = model.context()
+ctx.feed([5, 6, 7])
+model.fingerprint  # its cache written now, not in the save
+def held(fd):
+    print("writing", flush=True)
+    sys.stdin.read()
+os.fsync = held
+ctx.save(sys.argv[2])
+"""
+
+
+def _held_save(target: Path) -> subprocess.Popen:
+    saver = subprocess.Popen(
+        [sys.executable, "-c", _HELD_SAVE, str(QWEN2), str(target)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=target.parent,  # the installed package, not the source tree
+    )
+    assert saver.stdout.readline() == "writing\n"
+    return saver
+
+
+def _partials(folder: Path) -> set[Path]:
+    return set(folder.glob(".*.partial"))
+
+
+def test_a_save_removes_what_killed_saves_of_its_target_left(model, saved, tmp_path):
+    killed = _held_save(saved)
+    left = _partials(tmp_path)
+    assert len(left) == 1 and next(iter(left)).name.startswith(f".ctx.kv~{killed.pid}-")
+    killed.kill()  # SIGKILL in the middle of the save: its temporary file stays behind
+    killed.wait()
+    # Another target's temporary file is not this save's to take, even a dead process's.
+    foreign = tmp_path / f".ctx.kv.old~{killed.pid}-abc.partial"
+    foreign.write_bytes(b"")
+    running = _held_save(saved)
+    try:
+        alive = _partials(tmp_path) - left - {foreign}
+        with model.context() as ctx:
+            ctx.feed([1, 2])
+            ctx.save(saved)
+        assert _partials(tmp_path) == alive | {foreign}  # a running save's file stays
+        assert model.restore(saved).tokens == [1, 2]
+    finally:
+        running.kill()
+        running.wait()
