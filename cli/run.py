@@ -22,6 +22,7 @@ from .inputs import read_text_file
 from .run_chat import LocalChat, RemoteChat
 from .run_settings import PARAMETERS, REMOTE_PARAMETERS, Settings, remote_kwargs, seeded
 from .run_stream import (
+    Printed,
     check_fits,
     ctrl_c_cancels,
     echo_stats,
@@ -268,12 +269,15 @@ def _complete(
     check_fits(model, len(ids), "the prompt")
     kwargs, seed = seeded(settings)
     generation = model.generate(ids, **kwargs, grammar=grammar, logprobs=0 if logprobs else None)
+    printed = Printed()
     try:
         with ctrl_c_cancels(generation):
-            stream_local(model, generation, logprobs, thinking=thinking, prompt_ids=ids)
+            stream_local(
+                model, generation, logprobs, thinking=thinking, prompt_ids=ids, printed=printed
+            )
     finally:
         generation.context.close()
-    echo_stats(local_stats(generation, seed))
+    echo_stats(local_stats(generation, seed), printed)
     if generation.finish_reason == "cancelled":
         sys.exit(130)
 
@@ -333,14 +337,18 @@ def _run_remote(
     reply = provider.chat(
         _messages(settings.system, prompt), stream=True, **remote_kwargs(provider.api, settings)
     )
+    printed = Printed()
     try:
-        stream_remote(reply)
+        stream_remote(reply, printed)
     except KeyboardInterrupt:
         reply.close()
-        echo_stats(f"{provider.name} via provider {provider.config.name!r}: finish: cancelled")
+        echo_stats(
+            f"{provider.name} via provider {provider.config.name!r}: finish: cancelled", printed
+        )
         sys.exit(130)
     counts = f"generated {reply.n_generated} tokens, " if reply.n_generated is not None else ""
     echo_stats(
         f"{provider.name} via provider {provider.config.name!r}: {counts}"
-        f"finish: {reply.finish_reason}"
+        f"finish: {reply.finish_reason}",
+        printed,
     )

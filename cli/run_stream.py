@@ -1,12 +1,22 @@
 """Printing answers as they are made: the text to stdout, token logprobs and stats to stderr, and
-Ctrl-C that ends the answer between two tokens."""
+Ctrl-C that ends the answer between two tokens.
+
+Where a line ends (docs/run.md): piped or redirected, stdout holds the answer byte for byte, with
+no newline the model did not write. On a terminal, an answer that leaves its line open is ended
+with one (a person reads it, and the shell's prompt then starts a line of its own). The stats
+line on stderr always starts a line of its own: it begins with a newline when the answer left
+its line open where the stats land too (stderr on a terminal, or stdout and stderr one file or
+pipe, `2>&1`).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import sys
+from dataclasses import dataclass
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +27,18 @@ from llamay.errors import ContextOverflow
 from llamay.server.answer import THINK, Answer, opens_thinking, reasoning_of
 
 
+@dataclass
+class Printed:
+    """What an answer printed to stdout: whether it left its line open (no newline last)."""
+
+    line_open: bool = False
+
+    def write(self, text: str, dim: bool = False) -> None:
+        if text:
+            sys.stdout.write(click.style(text, dim=True) if dim else text)
+            self.line_open = not text.endswith("\n")
+
+
 def stream_local(
     model: Model,
     generation: Any,
@@ -24,12 +46,15 @@ def stream_local(
     *,
     thinking: str = "show",
     prompt_ids: list[int] | None = None,
+    printed: Printed | None = None,
 ) -> str:
     """Print a generation's text as it comes (stop strings held back and cut, whole characters
     only); with `logprobs`, one JSON line per token on stderr. A model that reasons in tags or
     channels (its template says so) has its reasoning shown dimmed on a terminal (`thinking`
     "show"), left out ("hide", --hide-thinking), or printed as the model wrote it ("raw": no
-    chat template). Returns the answer's text, without the reasoning."""
+    chat template). Returns the answer's text, without the reasoning; `printed` follows what
+    went to stdout."""
+    out = printed if printed is not None else Printed()
     kind = reasoning_of(model.chat_template.source) if thinking != "raw" else None
     reader = None
     if kind is not None:
@@ -44,9 +69,9 @@ def stream_local(
         for event in events:
             if event.kind == "text":
                 texts.append(event.text)
-                sys.stdout.write(event.text)
+                out.write(event.text)
             elif thinking == "show":
-                sys.stdout.write(click.style(event.text, dim=True) if dim else event.text)
+                out.write(event.text, dim=dim)
         sys.stdout.flush()
 
     for piece in generation.pieces():
@@ -54,7 +79,7 @@ def stream_local(
             show(reader.feed(piece))
         elif piece.text:
             texts.append(piece.text)
-            sys.stdout.write(piece.text)
+            out.write(piece.text)
             sys.stdout.flush()
         if logprobs and piece.token is not None:  # (a last piece may only release held text)
             line = {"token": piece.token, "text": model.detokenize([piece.token])}
@@ -64,12 +89,14 @@ def stream_local(
     return "".join(texts)
 
 
-def stream_remote(reply: Iterator[str]) -> str:
-    """Print a remote answer's text deltas as they come. Returns all the text."""
+def stream_remote(reply: Iterator[str], printed: Printed | None = None) -> str:
+    """Print a remote answer's text deltas as they come. Returns all the text; `printed`
+    follows what went to stdout."""
+    out = printed if printed is not None else Printed()
     texts = []
     for text in reply:
         texts.append(text)
-        sys.stdout.write(text)
+        out.write(text)
         sys.stdout.flush()
     return "".join(texts)
 
@@ -112,6 +139,20 @@ def rate(tokens: int, seconds: float) -> str:
     return f"{tokens / seconds:.1f} t/s" if tokens and seconds > 0 else "-"
 
 
-def echo_stats(stats: str) -> None:
-    # On a terminal the stats start a line of their own (the text need not end one).
-    click.echo(("\n" if sys.stderr.isatty() else "") + stats, err=True)
+def echo_stats(stats: str, printed: Printed) -> None:
+    """The stats line on stderr, after the answer `printed` (the module docstring says where
+    its lines end)."""
+    if printed.line_open and sys.stdout.isatty():
+        printed.write("\n")
+        sys.stdout.flush()
+    lead = printed.line_open and (sys.stderr.isatty() or _one_file(sys.stdout, sys.stderr))
+    click.echo(("\n" if lead else "") + stats, err=True)
+
+
+def _one_file(first: Any, second: Any) -> bool:
+    """Whether two streams write to one file or pipe (`2>&1`)."""
+    try:
+        a, b = os.fstat(first.fileno()), os.fstat(second.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (captured, closed)
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)

@@ -4,8 +4,14 @@ driven through stdin."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import pty
 import re
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +19,7 @@ import llamay
 from llamay.engine.generate import chat_prompt_ids, generate
 from llamay.models.synthetic import requantize
 
-from helpers.clitools import assert_user_error, run_llamay
+from helpers.clitools import LLAMAY, assert_user_error, run_llamay
 
 SYNTH = Path(__file__).parent.parent / "data" / "synth"
 LLAMA2 = SYNTH / "llama2-spm-Q8_0.gguf"  # SPM, BOS; no template in the file: the built-in llama2
@@ -138,6 +144,67 @@ def test_a_prompt_longer_than_the_context_is_refused():
 def test_raw_and_system_together_are_a_usage_error():
     result = llamay_cli("run", str(LLAMA2), "hi", "--raw", "--system", "x")
     assert result.returncode == 2 and "--system needs the chat template" in result.stderr
+
+
+# --- where lines end ----------------------------------------------------------------------------
+
+
+def _answering(tmp_path: Path, text: str) -> list[str]:
+    """The `llamay run` command of an answer that is exactly `text` (a grammar allows only
+    that), so that a test chooses whether it ends its line."""
+    grammar = tmp_path / "answer.gbnf"
+    grammar.write_text(f"root ::= {json.dumps(text)}\n")
+    return [str(LLAMAY), "run", str(LLAMA2), "The license", "--raw", "--temp", "0",
+            "--grammar-file", str(grammar)]  # fmt: skip
+
+
+def _on_a_terminal(command: list[str], stderr: Any) -> bytes:
+    """What `command` shows on a pseudo-terminal that is its stdout (and `stderr`, given
+    "terminal"): every byte until it exits."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        command,
+        stdout=terminal,
+        stderr=terminal if stderr == "terminal" else stderr,
+        stdin=subprocess.DEVNULL,
+    )
+    os.close(terminal)
+    shown = b""
+    with contextlib.suppress(OSError):  # EIO once the process has exited
+        while chunk := os.read(controller, 4096):
+            shown += chunk
+    os.close(controller)
+    assert process.wait(timeout=120) == 0, shown
+    return shown
+
+
+@pytest.mark.parametrize("answer", ["yes", "yes\n"])
+def test_piped_apart_stdout_is_the_answer_byte_for_byte(tmp_path, answer):
+    result = subprocess.run(_answering(tmp_path, answer), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == answer
+    assert result.stderr.startswith("prompt ") and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("answer", ["yes", "yes\n"])
+def test_in_one_file_the_stats_start_a_line_of_their_own(tmp_path, answer):
+    """`llamay run ... > log 2>&1`: the answer, then the stats on the next line, no blank."""
+    log = tmp_path / "log"
+    with open(log, "wb") as out:
+        ran = subprocess.run(_answering(tmp_path, answer), stdout=out, stderr=subprocess.STDOUT)
+    assert ran.returncode == 0
+    lines = log.read_text().split("\n")
+    assert lines[0] == "yes" and lines[1].startswith("prompt ") and lines[2:] == [""]
+
+
+@pytest.mark.parametrize("answer", ["yes", "yes\n"])
+def test_on_a_terminal_the_answer_ends_its_line_once(tmp_path, answer):
+    shown = _on_a_terminal(_answering(tmp_path, answer), "terminal")
+    assert shown.startswith(b"yes\r\nprompt ")  # no line shared, no blank line
+    with open(tmp_path / "stats", "wb") as stats:
+        alone = _on_a_terminal(_answering(tmp_path, answer), stats)
+    assert alone == b"yes\r\n"
+    assert (tmp_path / "stats").read_text().startswith("prompt ")
 
 
 # --- the interactive chat ------------------------------------------------------------------------
