@@ -1,11 +1,16 @@
-"""`llamay ls`: the models in the store."""
+"""`llamay ls`: the models in the store, and the built-in ones that load here."""
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
 
 import click
 
 from llamay.errors import LlamayError
 from llamay.store import list_models
+from llamay.store.builtin import chunks_intact
+from llamay.store.catalog import ModelEntry, builtin_models
 from llamay.store.manifests import layers_of
 from llamay.store.verify import intact
 
@@ -18,19 +23,17 @@ from llamay.store.verify import intact
     "it); exit 1 if any is damaged.",
 )
 def ls(verify: bool) -> None:
-    """List the models in the store: NAME, SIZE, FAMILY, QUANT, MODIFIED (UTC)."""
+    """List the models in the store, and the built-in ones that load here (their file assembled,
+    or their package installed): NAME, SIZE, FAMILY, QUANT, MODIFIED (UTC)."""
     rows = [("NAME", "SIZE", "FAMILY", "QUANT", "MODIFIED", *(("STATUS",) if verify else ()))]
     damaged = []
-    for entry in list_models():
+    hashed = functools.cache(intact)  # a blob two names share is hashed once
+    for entry in sorted([*list_models(), *builtin_models()], key=lambda e: e.name):
         status: tuple[str, ...] = ()
         if verify:
-            bad = [
-                layer["digest"]
-                for layer in layers_of(entry.manifest)
-                if not intact(layer["digest"])
-            ]
-            status = ("damaged" if bad else "ok",)
-            damaged += [entry.name] * bool(bad)
+            ok = _intact(entry, hashed)
+            status = ("ok" if ok else "damaged",)
+            damaged += [entry.name] * (not ok)
         rows.append(
             (
                 entry.name,
@@ -52,6 +55,14 @@ def ls(verify: bool) -> None:
         raise LlamayError(
             f"{', '.join(damaged)}: blobs that do not match their sha256; pull again to repair"
         )
+
+
+def _intact(entry: ModelEntry, intact_blob: Callable[[str], bool]) -> bool:
+    """Whether every blob of `entry` hashes to its name; a built-in model not assembled yet is
+    checked in the packages it is assembled from."""
+    if entry.builtin is not None and not entry.builtin.assembled():
+        return chunks_intact(entry.builtin)
+    return all(intact_blob(layer["digest"]) for layer in layers_of(entry.manifest))
 
 
 def human_size(size: int) -> str:

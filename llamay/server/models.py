@@ -186,10 +186,10 @@ class ModelManager:
         return path
 
     def available(self) -> dict[str, int]:
-        """The names this server answers to (stored models, built-in names, aliases, loaded
-        models, remote providers' models) with when each was made, in Unix seconds (0 where
-        unknown)."""
-        names = {name: 0 for name in PACKAGED}
+        """The names this server answers to (stored models, the built-in names that load here,
+        aliases, loaded models, remote providers' models) with when each was made, in Unix
+        seconds (0 where unknown)."""
+        names = {name: 0 for name, packaged in PACKAGED.items() if packaged.loadable()}
         for entry in catalog.list_models():
             names[entry.name] = int(entry.modified.timestamp())
         for alias, target in self.config.aliases.items():

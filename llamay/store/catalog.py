@@ -34,7 +34,8 @@ _FILE_TYPES = {
 @dataclass(frozen=True)
 class ModelEntry:
     """A model in the store. `params`, `template`, `system`, `license` come from the Ollama
-    layers of those types (a registry model's defaults; {} / None when it has none)."""
+    layers of those types (a registry model's defaults; {} / None when it has none). `builtin`:
+    the packaged model a built-in name that no manifest names stands for."""
 
     name: str
     path: Path  # the GGUF file
@@ -48,6 +49,7 @@ class ModelEntry:
     system: str | None = None
     license: str | None = None
     manifest: dict = field(default_factory=dict)
+    builtin: PackagedModel | None = None
 
 
 def list_models() -> list[ModelEntry]:
@@ -58,6 +60,40 @@ def list_models() -> list[ModelEntry]:
         if raw is not None:
             entries.append(_entry(name, raw))
     return sorted(entries, key=lambda entry: entry.name)
+
+
+def builtin_models() -> list[ModelEntry]:
+    """The built-in names that no manifest names and that load here (PackagedModel.loadable),
+    described without assembling the file: `llamay ls` lists them beside the stored models."""
+    entries = []
+    for name, packaged in sorted(PACKAGED.items()):
+        parsed = parse(name)
+        if manifests.read_manifest(parsed) is not None or not packaged.loadable():
+            continue
+        raw = manifests.make_manifest([(MODEL, f"sha256:{packaged.sha256}", packaged.size)])
+        entries.append(
+            ModelEntry(
+                name=str(parsed),
+                path=packaged.path,
+                size=packaged.size,
+                family=packaged.family,
+                quant=packaged.quant,
+                modified=datetime.fromtimestamp(_made(packaged), tz=timezone.utc),
+                digest=f"sha256:{hashlib.sha256(raw).hexdigest()}",
+                manifest=json.loads(raw),
+                builtin=packaged,
+            )
+        )
+    return entries
+
+
+def _made(packaged: PackagedModel) -> float:
+    """When a built-in model's file was assembled, or else its packages installed."""
+    try:
+        made = packaged.path if packaged.assembled() else packaged.chunk_paths()[0]
+        return made.stat().st_mtime
+    except (OSError, ModelNotFound):
+        return 0.0
 
 
 def model_info(model: str) -> ModelEntry:

@@ -19,6 +19,7 @@ import pytest
 
 from llamay.errors import DigestMismatch, PullError
 from llamay.store import list_models, model_info, pull, resolve_model
+from llamay.store.builtin import PACKAGED
 from llamay.store.manifests import MODEL, PARAMS, SYSTEM, TEMPLATE
 from llamay.store.paths import blobs_dir, manifests_dir
 
@@ -198,7 +199,8 @@ def test_cli_failure_is_one_error_line(tiny_registry):
     tiny_registry.wrong_bytes = True
     result = run_llamay("pull", f"{tiny_registry.host}/library/tiny:1", "--insecure")
     assert_user_error(result, "expected sha256:", "deleted")
-    assert run_llamay("ls").stdout.splitlines()[1:] == []
+    listed = [line.split()[0] for line in run_llamay("ls").stdout.splitlines()[1:]]
+    assert listed == sorted(PACKAGED)  # nothing stored: only the built-in names that load here
 
 
 def test_two_concurrent_pulls_of_one_name_both_succeed(tiny_registry, tiny_gguf):

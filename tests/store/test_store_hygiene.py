@@ -15,8 +15,9 @@ import pytest
 
 from llamay.errors import ModelNotFound, PullError
 from llamay.paths import llamay_home, temp_prefix
-from llamay.store import import_blob, list_models, pull
+from llamay.store import import_blob, list_models, pull, resolve_model
 from llamay.store.blobs import blob_path
+from llamay.store.builtin import PACKAGED
 from llamay.store.locks import store_lock
 from llamay.store.paths import blobs_dir
 from llamay.store.prune import (
@@ -109,6 +110,30 @@ def test_ls_verify_finds_a_damaged_blob_and_pull_repairs_it(tmp_path, tiny_gguf)
     assert_user_error(damaged, str(source), "pull again to repair")
     pull(str(source))  # finds the blob stored, hashes it, takes the file again
     assert stored.read_bytes() == tiny_gguf
+    assert run_llamay("ls", "--verify").returncode == 0
+
+
+@pytest.mark.slow
+def test_ls_verify_checks_the_builtin_model_assembled_without_a_pull():
+    # (This home's blobs are its own: the shared model file is never touched.)
+    assembled = resolve_model("gemma3:270m")  # from the installed package, no manifest written
+    rows = {
+        line.split()[0]: line.split()[-1]
+        for line in run_llamay("ls", "--verify").stdout.splitlines()[1:]
+    }
+    assert rows == dict.fromkeys(PACKAGED, "ok")
+    size = assembled.stat().st_size
+    assembled.chmod(0o644)
+    with open(assembled, "r+b") as model_file:  # one byte flipped, the size kept
+        model_file.seek(size // 2)
+        byte = model_file.read(1)
+        model_file.seek(size // 2)
+        model_file.write(bytes([byte[0] ^ 1]))
+    assert assembled.stat().st_size == size
+    damaged = run_llamay("ls", "--verify")
+    assert {line.split()[-1] for line in damaged.stdout.splitlines()[1:]} == {"damaged"}
+    assert_user_error(damaged, "gemma3:270m", "pull again to repair")
+    pull("gemma3:270m")  # assembled again from the package
     assert run_llamay("ls", "--verify").returncode == 0
 
 
