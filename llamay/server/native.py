@@ -40,7 +40,7 @@ from llamay.server.errors import ApiError, read_json
 from llamay.server.metrics import loaded_kv_stats
 from llamay.server.native_describe import PREFIX, SNAPSHOT_TYPE, describe_routes
 from llamay.server.state import ServerState
-from llamay.server.watch import cancelled_on_disconnect
+from llamay.server.watch import cancelled_on_disconnect, client_gone
 from llamay.state import Context
 
 # Room for a snapshot's header, sections and metadata beyond its tokens, logits and pages.
@@ -89,15 +89,16 @@ class _Contexts:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.registry.check_room()
         if (req.content_type or "").split(";")[0].strip().lower() == SNAPSHOT_TYPE:
-            entry = self._restore(req)
+            name, context = self._restore(req)
         else:
-            entry = self._create(read_json(req, self.state.config.max_body_bytes))
+            name, context = self._create(read_json(req, self.state.config.max_body_bytes))
+        entry = _keep(req, self.registry, name, context)
         resp.status = falcon.HTTP_201
         resp.set_header("Location", f"{PREFIX}/contexts/{entry.id}")
         _name_session(req, resp, entry.id)
         resp.media = entry.describe()
 
-    def _create(self, body: dict[str, Any]) -> Entry:
+    def _create(self, body: dict[str, Any]) -> tuple[str, Context]:
         _refuse_unknown(body, _CREATE_FIELDS)
         name = _string(body, "model")
         prompt, messages = body.get("prompt"), body.get("messages")
@@ -123,9 +124,9 @@ class _Contexts:
             context.close()
             raise
         self.state.count_tokens(model, len(ids), 0)
-        return self.registry.add(name, context)
+        return name, context
 
-    def _restore(self, req: falcon.Request) -> Entry:
+    def _restore(self, req: falcon.Request) -> tuple[str, Context]:
         name = req.get_param("model")
         if not name:
             raise ApiError(400, "restoring a snapshot needs the model's name: ?model=NAME", "model")
@@ -145,7 +146,7 @@ class _Contexts:
                 raise ApiError(409, _uploaded(error, path)) from None
             except LlamayError as error:
                 raise ApiError(400, _uploaded(error, path)) from None
-        return self.registry.add(name, context)
+        return name, context
 
 
 class _OneContext:
@@ -182,8 +183,8 @@ class _Fork:
     def on_post(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
         entry = self.registry.get(context_id)
         with _idle(entry):
-            child = entry.context.fork()
-        child = self.registry.add(entry.model_name, child, entry.kind)
+            fork = entry.context.fork()
+        child = _keep(req, self.registry, entry.model_name, fork, entry.kind)
         resp.status = falcon.HTTP_201
         resp.set_header("Location", f"{PREFIX}/contexts/{child.id}")
         _name_session(req, resp, child.id)
@@ -334,6 +335,22 @@ class _Stats:
 
 
 # --- helpers -------------------------------------------------------------------------------------
+
+
+def _keep(
+    req: falcon.Request,
+    registry: ContextRegistry,
+    name: str,
+    context: Context,
+    kind: str = "context",
+) -> Entry:
+    """`context`, made for the request, in the registry under a new id; closed instead (499)
+    when the client has gone away meanwhile: nobody would learn the id, so nobody could use or
+    delete it, and it would hold its pages until it expired."""
+    if client_gone(req):
+        context.close()
+        raise ApiError(499, "the client went away before its context was made")
+    return registry.add(name, context, kind)
 
 
 @contextlib.contextmanager

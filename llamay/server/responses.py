@@ -43,6 +43,7 @@ from llamay.server.responses_items import (
 )
 from llamay.server.responses_store import ResponseStore, Stored
 from llamay.server.state import ServerState
+from llamay.server.watch import client_gone
 from llamay.state import Context
 
 _ITEM = {"type": "object"}
@@ -197,7 +198,7 @@ class _Responses:
         except BaseException:
             generation.context.close()
             raise
-        reply = _Reply(self.state, self.store, request, name, conversation, run)
+        reply = _Reply(self.state, self.store, request, name, conversation, run, req)
         stream = reply.events if request.stream else None
         pipeline.answer(req, resp, run, stream, reply.collect, release=reply.release)
 
@@ -365,8 +366,10 @@ class _Reply:
         name: str,
         conversation: list[dict[str, Any]],
         run: pipeline.Run,
+        req: falcon.Request,
     ) -> None:
         self.state = state
+        self.req = req  # to tell whether its client is still there
         self.store = store
         self.request = request
         self.name = name
@@ -398,12 +401,18 @@ class _Reply:
         response["completed_at"] = int(time.time()) if status == "completed" else None
         if status == "incomplete":
             response["incomplete_details"] = {"reason": "max_output_tokens"}
-        if self.request.store:
+        if self.request.store and not self._unheard():
             conversation = self.conversation + as_messages(output)
             stored = Stored(response, conversation, self.name, self.request.input_items)
             self.store.put(stored, self.context)  # the store owns the context now
             self._kept = True
         return response
+
+    def _unheard(self) -> bool:
+        """Whether the answer reaches nobody: sent whole to a client that has gone away. (A
+        stream's first event gave the response's id already.) Such a response is not stored,
+        as nobody would learn its id to continue or delete it."""
+        return not self.request.stream and client_gone(self.req)
 
     def release(self) -> None:
         """Ends the run (a generation still running is cancelled); closes the context unless

@@ -1,4 +1,5 @@
-"""Cancelling the generations of a request whose client has gone away before its answer.
+"""Cancelling the generations of a request whose client has gone away before its answer, and
+telling whether it has (`client_gone`: a context made for nobody is not kept).
 
 A streamed answer notices a departed client when a write fails, and the WSGI server closes the
 stream (sse.respond). An answer sent whole writes nothing until the generation ends, so it
@@ -58,9 +59,8 @@ class _Watcher:
                 self._wake.clear()
                 continue
             for key, (disconnected, generations) in watched:
-                with contextlib.suppress(Exception):  # a closed channel: gone all the same
-                    if not disconnected():
-                        continue
+                if not _gone(disconnected):
+                    continue
                 for generation in generations:
                     if generation.finish_reason is None:
                         generation.cancel()
@@ -84,3 +84,16 @@ def cancelled_on_disconnect(req: falcon.Request, generations: Sequence[Any]) -> 
         yield
     finally:
         _WATCHER.remove(key)
+
+
+def client_gone(req: falcon.Request) -> bool:
+    """Whether the request's client has disconnected (False where the WSGI server cannot tell)."""
+    disconnected = req.env.get("waitress.client_disconnected")
+    return disconnected is not None and _gone(disconnected)
+
+
+def _gone(disconnected: Callable[[], bool]) -> bool:
+    try:
+        return bool(disconnected())
+    except Exception:  # a closed channel: gone all the same
+        return True
