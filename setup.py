@@ -100,8 +100,10 @@ def kernel_sets() -> dict[str, list[str]]:
         if compiler_takes(flags):
             sets[name] = flags
         else:
-            print(f"warning: the C compiler takes no {' '.join(flags)}: no {name} kernels",
-                  file=sys.stderr)
+            print(
+                f"warning: the C compiler takes no {' '.join(flags)}: no {name} kernels",
+                file=sys.stderr,
+            )
     return sets
 
 

@@ -16,8 +16,8 @@ import json
 import os
 import signal
 import sys
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import click
