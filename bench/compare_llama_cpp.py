@@ -151,7 +151,7 @@ def compare_logits(model: str, threads: int, text: str, n_tokens: int) -> dict:
     tokens = ours.tokenize(text)[:n_tokens]
     context = ours.context()
     theirs.reset()
-    differences, agree = [], 0
+    differences, agree, nll_mine, nll_reference = [], 0, [], []
     for step, token in enumerate(tokens[:-1]):
         context.feed([token])
         theirs.eval([token])
@@ -161,6 +161,8 @@ def compare_logits(model: str, threads: int, text: str, n_tokens: int) -> dict:
         )
         following = tokens[step + 1]
         differences.append(abs(mine[following] - reference[following]))
+        nll_mine.append(-mine[following])
+        nll_reference.append(-reference[following])
         agree += int(np.argmax(mine) == np.argmax(reference))
     context.close()
     ours.close()
@@ -171,6 +173,9 @@ def compare_logits(model: str, threads: int, text: str, n_tokens: int) -> dict:
         "mean_abs_logprob_diff": round(float(np.mean(differences)), 4),
         "max_abs_logprob_diff": round(float(np.max(differences)), 4),
         "top1_agreement": round(agree / len(differences), 4),
+        # the perplexity of the text after its first token, each engine's own
+        "llamay_perplexity": round(float(np.exp(np.mean(nll_mine))), 4),
+        "llama_cpp_perplexity": round(float(np.exp(np.mean(nll_reference))), 4),
     }
 
 

@@ -12,7 +12,9 @@ and from tests/data, never typed.
     python bench/matrix.py                       # measure what this machine can, write both files
     python bench/matrix.py --only synth,gemma    # some parts: synth gemma gemma-ppl families
                                                  #   verify speed shapes (shapes: speed, logits,
-                                                 #   verify on bench/models.py; needs llama-cpp-python)
+                                                 #   verify on bench/models.py; real: the same and
+                                                 #   perplexity on bench/real_models.py's cached
+                                                 #   models; both need llama-cpp-python)
     python bench/matrix.py --check               # CI: recompute the cheap parts, compare; exit 1
                                                  #   if docs/matrix.md is not what the data gives
 
@@ -56,10 +58,11 @@ GEMMA_JSON = DATA / "gemma3-270m-q4_k_m.json"
 RECORD = ROOT / "bench" / "matrix.json"
 PAGE = ROOT / "docs" / "matrix.md"
 THREADS = 2
-PARTS = ("synth", "gemma", "gemma-ppl", "families", "verify", "speed", "shapes")
+PARTS = ("synth", "gemma", "gemma-ppl", "families", "verify", "speed", "shapes", "real")
 CHEAP = ("synth", "gemma")  # recomputed by --check
 SPEED_ARGS = {"n_prompt": 512, "n_gen": 64, "repeat": 3}
 SHAPE_LOGITS = 64  # tokens teacher-forced through both engines on a bench shape
+REAL_LOGITS = 512  # ... and on a real model of bench/real_models.py
 
 
 # --- where and from what -------------------------------------------------------------------------
@@ -299,6 +302,36 @@ def measure_shapes() -> dict:
     return out
 
 
+def measure_real() -> dict:
+    """The real models of bench/real_models.py that are cached (fetching one is a separate
+    step: `python bench/real_models.py NAME`): perplexity and teacher-forced agreement with
+    llama.cpp over the GPL v3, speed, verify."""
+    from compare_llama_cpp import DEFAULT_TEXT, compare_logits
+    from real_models import REAL, cache_dir
+
+    out = {}
+    text = DEFAULT_TEXT.read_text(encoding="utf-8")
+    for name in REAL:
+        path = cache_dir() / f"{name}-Q4_K_M.gguf"
+        if not path.exists():
+            print(f"skipping {name}: python bench/real_models.py {name}", file=sys.stderr)
+            continue
+        out[f"real/{name}/logits"] = stamp(
+            f"python bench/compare_llama_cpp.py --model {name} --threads {THREADS} --logits {REAL_LOGITS}",
+            REAL[name].sha256,
+            compare_logits(str(path), THREADS, text, REAL_LOGITS),
+        )
+        out[f"real/{name}/speed"] = stamp(
+            speed_command(name, THREADS), REAL[name].sha256, speed_value(str(path), THREADS)
+        )
+        out[f"real/{name}/verify"] = stamp(
+            f"llamay verify $LLAMAY_HOME/bench-models/{name}-Q4_K_M.gguf",
+            REAL[name].sha256,
+            verify_value(str(path)),
+        )
+    return out
+
+
 MEASURE: dict[str, Callable[[], dict]] = {
     "synth": measure_synth,
     "gemma": measure_gemma,
@@ -307,6 +340,7 @@ MEASURE: dict[str, Callable[[], dict]] = {
     "verify": measure_verify,
     "speed": measure_speed,
     "shapes": measure_shapes,
+    "real": measure_real,
 }
 
 
@@ -550,6 +584,49 @@ def render(record: dict) -> str:
             else missing
         )
         out.append("| " + " | ".join(row) + " |")
+    from real_models import REAL
+
+    out += [
+        "",
+        "## Real models",
+        "",
+        "Trained instruct models fetched from PyPI by `bench/real_models.py` (the sha256 checked).",
+        f"Teacher-forced over the first {REAL_LOGITS} tokens of the GPL v3, one token at a time",
+        "through both engines: each engine's perplexity of the text, the true next token's",
+        "log-probability difference and the top-1 agreement; speed as above; `llamay verify`.",
+        "",
+        "| model | perplexity: llamay / llama.cpp | mean / max \\|Δ log p\\| | top-1 agrees "
+        "| prefill ratio | decode ratio | verify |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, real in REAL.items():
+        logits, speed, verify = (
+            got.get(f"real/{name}/{part}") for part in ("logits", "speed", "verify")
+        )
+        row = [f"{real.like} (`{name}`)"]
+        if not (logits or speed or verify):
+            fetch = (
+                f"`python bench/real_models.py {name}`, then `python bench/matrix.py --only real`"
+            )
+            out.append(f"| {row[0]} | {missing}: {fetch} | | | | | |")
+            continue
+        if logits:
+            v = logits["value"]
+            row += [
+                f"{v['llamay_perplexity']} / {v['llama_cpp_perplexity']}",
+                f"{v['mean_abs_logprob_diff']} / {v['max_abs_logprob_diff']} {runs.cite(logits)}",
+                f"{v['top1_agreement']:.1%}",
+            ]
+        else:
+            row += [missing, "", ""]
+        row.append(f"{speed['value']['prefill_ratio']:.2f}" if speed else missing)
+        row.append(f"{speed['value']['decode_ratio']:.2f} {runs.cite(speed)}" if speed else "")
+        row.append(
+            f"{verify['value']['passed']} of {verify['value']['checks']} {runs.cite(verify)}"
+            if verify
+            else missing
+        )
+        out.append("| " + " | ".join(row) + " |")
     out += ["", "## Runs", "", *runs.table(), ""]
     return "\n".join(out)
 
@@ -634,12 +711,12 @@ def main() -> None:
         parts = (
             args.only.split(",")
             if args.only
-            else [p for p in PARTS if p != "shapes" or has_llama_cpp()]
+            else [p for p in PARTS if p not in ("shapes", "real") or has_llama_cpp()]
         )
         for part in parts:
             if part not in MEASURE:
                 sys.exit(f"error: unknown part {part!r}; parts: {', '.join(PARTS)}")
-            if part in ("speed", "shapes") and not has_llama_cpp():
+            if part in ("speed", "shapes", "real") and not has_llama_cpp():
                 print(
                     f"skipping {part}: llama-cpp-python is not installed (pip install '.[bench]')",
                     file=sys.stderr,

@@ -71,12 +71,13 @@ def cache_dir() -> Path:
     return path
 
 
-def real_model_path(name: str) -> Path:
-    """The assembled file of real model `name`, fetched and checked first if not cached."""
+def real_model_path(name: str, cache: Path | None = None) -> Path:
+    """The assembled file of real model `name` in `cache` (default: cache_dir()), fetched and
+    checked first if not there."""
     if name not in REAL:
         raise SystemExit(f"unknown real model {name!r}; known: {', '.join(REAL)}")
     model = REAL[name]
-    out = cache_dir() / f"{model.name}-Q4_K_M.gguf"
+    out = (cache or cache_dir()) / f"{model.name}-Q4_K_M.gguf"
     if not out.exists():
         assemble(model, out)
     return out
