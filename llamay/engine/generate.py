@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 
 FinishReason = Literal["stop", "length", "cancelled"]
 
+# Lookup's guesses are fed while their running score (Generation._judge_lookup) is at least
+# this: half a guess right on average.
+LOOKUP_TRUST = 0.5
+
 
 class Scheduling(Protocol):
     """Where a generation runs: the model's scheduler (scheduler.py)."""
@@ -164,6 +168,12 @@ class Generation(Iterator[int]):
         self._pending: list[int] = list(prompt)
         # draft tokens fed after a sampled token, with lookup (lookup.py)
         self._lookup = lookup
+        # How well lookup has been guessing here (see _judge_lookup): its guess is fed only
+        # while it earns its place, since verifying a wrong guess costs a wider step.
+        self._lookup_trust = 1.0
+        self._lookup_guess: list[int] = []
+        self._lookup_at = 0  # the position of the guess's first token
+        self._draft_from_model = False  # whether the pending draft is the draft model's
         # generated tokens that came from an accepted draft (each saved one forward step)
         self.draft_accepted = 0
         self._draft: list[int] = []
@@ -260,6 +270,7 @@ class Generation(Iterator[int]):
     def take_draft(self, draft: list[int]) -> None:
         """The draft model's proposal, fed after the sampled token."""
         self._draft = draft
+        self._draft_from_model = True
         self.draft_room = 0
 
     def consume(self, n: int) -> None:
@@ -273,6 +284,7 @@ class Generation(Iterator[int]):
         sampled; the context keeps the sampled token and the accepted draft, with the logits
         after the last of them; the next token is then sampled as usual."""
         draft, self._draft, self._pending = self._draft, [], []
+        from_model, self._draft_from_model = self._draft_from_model, False
         base = self.context.n_tokens - (1 + len(draft))  # the sampled token's position
         tokens = self.context.tokens
         kept, end_of_generation = 1, False
@@ -290,7 +302,7 @@ class Generation(Iterator[int]):
             kept += 1
         self.context.keep(base + kept, rows[kept - 1])
         self.draft_accepted += kept - 1
-        if self.drafter is not None:
+        if from_model:
             self.drafter.verified(kept - 1)
         if end_of_generation:
             self.finish("stop")
@@ -340,9 +352,29 @@ class Generation(Iterator[int]):
         if self._max_tokens is not None:
             room = min(room, self._max_tokens - self.n_generated)
         if self._lookup:
-            self._draft = propose([*self.context.tokens, choice.token], min(room, self._lookup))
+            self._judge_lookup(choice.token)
+            tokens = [*self.context.tokens, choice.token]
+            self._lookup_guess = propose(tokens, min(room, self._lookup))
+            self._lookup_at = len(tokens)
+            if self._lookup_trust >= LOOKUP_TRUST:
+                self._draft = self._lookup_guess
         if not self._draft and self.drafter is not None:
             self.draft_room = room  # the scheduler asks the draft model (draft.py)
+
+    def _judge_lookup(self, token: int) -> None:
+        """Scores lookup's last guess against the tokens that came (`token` the newest),
+        whether the guess was fed or only made: the share of it that was right, up to the
+        first wrong token, averaged with the earlier scores. So lookup keeps its place while
+        the text repeats, and gives it up (to the draft model, or to plain steps) where the
+        text is new, without ever stopping to guess."""
+        guess, self._lookup_guess = self._lookup_guess, []
+        came = [*self.context.tokens[self._lookup_at :], token]
+        known = min(len(guess), len(came))
+        if not known:
+            return
+        right = next((i for i in range(known) if guess[i] != came[i]), known)
+        score = 1.0 if right == known else right / len(guess)
+        self._lookup_trust = (self._lookup_trust + score) / 2
 
     def _choose(self, logits: np.ndarray, step: int, recent: Sequence[int]) -> Choice:
         """The sampler's draw for position `step`, under the grammar's mask."""
