@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,11 +20,23 @@ SLOW_FIXTURES = frozenset({"gemma_path", "launch", "server", "keyed_server", "ch
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
+# The real tier's rule: a test that uses a real model of bench/real_models.py (fetched from
+# PyPI on first use, hundreds of MB).
+REAL_FIXTURES = frozenset({"qwen_coder_05b", "qwen_coder_15b"})
+
+# The user's own LLAMAY_HOME, read before any test isolates its own: the real models are
+# cached there between runs, as the benchmarks cache them.
+USER_HOME = Path(os.environ.get("LLAMAY_HOME", Path.home() / ".llamay"))
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        fixtures = getattr(item, "fixturenames", ())
+        if SLOW_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.slow)
+        if REAL_FIXTURES.intersection(fixtures):
+            item.add_marker(pytest.mark.real)
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +50,32 @@ def gemma_path() -> Path:
     from llamay.store import resolve_model
 
     return resolve_model("gemma3:270m")
+
+
+def _real_model(name: str) -> Path:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "real_models", Path(__file__).parent.parent / "bench" / "real_models.py"
+    )
+    real_models = importlib.util.module_from_spec(spec)
+    sys.modules["real_models"] = real_models  # its dataclasses look their module up
+    spec.loader.exec_module(real_models)
+    cache = USER_HOME / "bench-models"
+    cache.mkdir(parents=True, exist_ok=True)
+    return real_models.real_model_path(name, cache)
+
+
+@pytest.fixture(scope="session")
+def qwen_coder_05b() -> Path:
+    """Qwen2.5-Coder-0.5B-Instruct Q4_K_M, a real model (the `real` tier)."""
+    return _real_model("qwen2.5-coder-0.5b")
+
+
+@pytest.fixture(scope="session")
+def qwen_coder_15b() -> Path:
+    """Qwen2.5-Coder-1.5B-Instruct Q4_K_M, a real model (the `real` tier)."""
+    return _real_model("qwen2.5-coder-1.5b")
 
 
 @pytest.fixture(autouse=True)
