@@ -16,6 +16,7 @@ from llamay.engine import Model
 from llamay.errors import (
     ContextOverflow,
     GrammarError,
+    InfillUnsupported,
     KVCacheFull,
     LlamayError,
     ModelFormatError,
@@ -33,6 +34,7 @@ from llamay.tokenizer import Tokenizer, read_tokenizer
 __all__ = [
     "ContextOverflow",
     "GrammarError",
+    "InfillUnsupported",
     "KVCacheFull",
     "LlamayError",
     "ModelFormatError",

@@ -15,6 +15,11 @@ class UnsupportedModel(LlamayError):
     """A valid model that llamay declines: an architecture or weight type it does not run."""
 
 
+class InfillUnsupported(UnsupportedModel):
+    """A model asked to fill in the middle (code completion between a prefix and a suffix)
+    whose vocabulary has no fill-in-the-middle tokens."""
+
+
 class UnsupportedQuantization(LlamayError):
     """A quantization llamay does not write (an i-quant, a ternary type), or cannot write for
     this file (a shape no type fits, an importance matrix that is missing or does not fit)."""
