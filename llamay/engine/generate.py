@@ -144,6 +144,8 @@ class Generation(Iterator[int]):
         self.context = context
         self.sampler = sampler
         self.n_prompt = len(prompt)
+        # prompt tokens whose KV came from the prefix cache instead of being computed
+        self.n_cached = 0
         self.finish_reason: FinishReason | None = None
         self.tokens: list[int] = []
         self.text = ""
@@ -324,7 +326,8 @@ class Generation(Iterator[int]):
         """A new context starts from the longest cached prefix of the whole prompt, which the
         prompt chunks fed later could not find."""
         if self.context.n_tokens == 0 and self._pending:
-            self.consume(self.context.adopt_prefix(self._pending))
+            self.n_cached = self.context.adopt_prefix(self._pending)
+            self.consume(self.n_cached)
 
     def advance(self) -> None:
         """Called when everything pending has been fed: sample the next token, or finish."""

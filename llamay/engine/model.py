@@ -37,6 +37,7 @@ from llamay.state import Context, KVCache, KVLayout, ModelIdentity, parse_size
 from llamay.state.fingerprint import file_fingerprint
 from llamay.tokenizer import Tokenizer, read_tokenizer
 from llamay.tokenizer.chat import ChatTemplate
+from llamay.tokenizer.fim import fim_prompt
 
 DEFAULT_N_CTX = 4096  # llama.cpp's default context, capped by what the model was trained for
 # Tokens per forward step: prefill is as fast in steps of 128 as of 512 (within 3%), and the
@@ -232,6 +233,31 @@ class Model:
         tokens; see llamay.engine.generate. Safe from many threads: their generations run
         batched together on the model's scheduler."""
         return generate(self, prompt, **params)
+
+    def infill(
+        self,
+        prefix: str,
+        suffix: str,
+        *,
+        middle: str = "",
+        extra: Sequence[tuple[str, str]] | None = None,
+        **params: Any,
+    ) -> Generation:
+        """Generate the code between `prefix` and `suffix` (fill in the middle), as generate()
+        does with `params`: `middle` is text already written after the prefix, `extra` other
+        files of the project as (filename, text) pairs (llamay.tokenizer.fim says how the
+        prompt is made and cut to fit). InfillUnsupported for a model without FIM tokens."""
+        ids = fim_prompt(
+            self.tokenizer,
+            prefix,
+            suffix,
+            middle=middle,
+            extra=extra,
+            n_ctx=self.n_ctx,
+            reserve=params.get("max_tokens"),
+            name=self.path.name,
+        )
+        return self.generate(ids, **params)
 
     def embed(
         self,
