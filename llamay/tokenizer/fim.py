@@ -78,9 +78,11 @@ def require_fim(tokenizer: Tokenizer, name: str) -> FimTokens:
     """The model's FIM markers, or InfillUnsupported naming what model `name` lacks."""
     fim = FimTokens.of(tokenizer)
     if fim.missing:
+        missing = fim.missing
+        what = " and ".join([", ".join(missing[:-1]), missing[-1]] if len(missing) > 1 else missing)
         raise InfillUnsupported(
-            f"Infill is not supported by this model: {name} has no fill-in-the-middle "
-            f"{', '.join(fim.missing)} token (neither tokenizer.ggml.fim_pre_token_id, "
+            f"Infill is not supported by this model: {name} has no fill-in-the-middle {what} "
+            f"token{'s' if len(missing) > 1 else ''} (neither tokenizer.ggml.fim_pre_token_id, "
             "fim_suf_token_id, fim_mid_token_id nor a token such as <|fim_prefix|>, "
             "<|fim_suffix|>, <|fim_middle|> in its vocabulary); use a code model trained to "
             "fill in the middle, such as Qwen2.5-Coder"

@@ -142,7 +142,8 @@ def test_a_model_without_markers_is_refused_by_name():
         fim_prompt(tokenizer_of(), "a", "b", n_ctx=64, name="plain.gguf")
     message = str(refused.value)
     assert message.startswith("Infill is not supported by this model: plain.gguf")
-    assert "prefix, suffix, middle" in message and "tokenizer.ggml.fim_pre_token_id" in message
+    assert "no fill-in-the-middle prefix, suffix and middle tokens" in message
+    assert "tokenizer.ggml.fim_pre_token_id" in message
 
 
 def test_a_prompt_that_leaves_no_room_is_an_overflow(qwen):
