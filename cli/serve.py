@@ -20,6 +20,7 @@ from llamay.server.config import (
     DEFAULT_LEASE_WAIT,
     DEFAULT_MAX_CONTEXTS,
     DEFAULT_PORT,
+    DEFAULT_SLOTS,
     ServerConfig,
 )
 from llamay.server.models import parse_keep_alive
@@ -178,6 +179,27 @@ from .engine_options import kv_type_option, lookup_option
     help="After SIGTERM: how long requests may take to finish before streams are ended, every "
     "context is written and the server exits 0.",
 )
+@click.option(
+    "--default-model",
+    metavar="NAME",
+    help="The model of a request that names none: llama-server's routes (/completion, "
+    "/infill, /tokenize...), which editor plugins call without a model. [default: the one "
+    "loaded model, if one is]",
+)
+@click.option(
+    "--slots",
+    type=click.IntRange(1, 64),
+    default=DEFAULT_SLOTS,
+    show_default=True,
+    help="Slots per model for llama-server's routes: each remembers what its last request's "
+    "context held, to save as a snapshot (docs/http-api.md).",
+)
+@click.option(
+    "--slot-save-path",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The directory POST /slots/ID?action=save writes slot snapshots to and "
+    "action=restore reads them from. [default: none: both refused]",
+)
 def serve(
     host: str,
     port: int,
@@ -208,6 +230,9 @@ def serve(
     lease_ttl: str,
     lease_wait: str,
     grace_period: str,
+    default_model: str | None,
+    slots: int,
+    slot_save_path: Path | None,
 ) -> None:
     """Serve models over HTTP at http://127.0.0.1:11435 (OpenAI: /v1/chat/completions,
     Anthropic: /v1/messages, Ollama: /api/chat, ...). Models are loaded on first use."""
@@ -249,6 +274,9 @@ def serve(
         lease_ttl=_positive(lease_ttl, "--lease-ttl"),
         lease_wait=_duration(lease_wait, "--lease-wait"),
         grace_period=_positive(grace_period, "--grace-period"),
+        default_model=default_model or None,
+        slots=slots,
+        slot_save_path=_directory(slot_save_path, "--slot-save-path") if slot_save_path else None,
     )
     clean_stale_temporaries()  # what a server or pull killed with -9 left behind
     app = create_app(config)
@@ -280,10 +308,15 @@ def _positive(text: str, option: str) -> float:
 
 def _state_dir(path: Path) -> Path:
     """The state directory, made if missing; a clear error when it cannot be."""
+    return _directory(path, "--state-dir")
+
+
+def _directory(path: Path, option: str) -> Path:
+    """A directory the server writes to, made if missing; a clear error when it cannot be."""
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise LlamayError(f"--state-dir {path}: {error.strerror or error}") from None
+        raise LlamayError(f"{option} {path}: {error.strerror or error}") from None
     return path.resolve()
 
 

@@ -17,6 +17,7 @@ import falcon
 
 from llamay.server import (
     anthropic,
+    llama_server,
     metrics,
     native,
     ollama,
@@ -36,7 +37,18 @@ from llamay.server.replication import Replication
 from llamay.server.state import ServerState
 from llamay.server.statedir import StateDir
 
-FAMILIES = (openai, responses, anthropic, ollama, native, metrics, rerank, openapi, ui)
+FAMILIES = (
+    openai,
+    responses,
+    anthropic,
+    ollama,
+    native,
+    metrics,
+    rerank,
+    llama_server,
+    openapi,
+    ui,
+)
 
 
 def create_app(config: ServerConfig | None = None) -> falcon.App:

@@ -21,6 +21,7 @@ DEFAULT_UPLOAD_TTL = 3600.0
 DEFAULT_LEASE_TTL = 5.0
 DEFAULT_LEASE_WAIT = 6.0
 DEFAULT_GRACE_PERIOD = 25.0
+DEFAULT_SLOTS = 4  # llama-server's default number of parallel slots
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,10 @@ class ServerConfig:
     unrenewed (the time a dead replica's contexts stay locked); lease_wait: seconds a request
     waits for another replica's lease before its 409. grace_period: seconds a SIGTERM gives
     requests to finish before streams are ended and every context is written.
+    default_model: the model of a request that names none (llama-server's routes: /completion,
+    /infill, /tokenize...; editor plugins send no model). slots: the slots each model keeps
+    for those routes (slots.py); slot_save_path: the directory their snapshots are saved to
+    and restored from (None: saving and restoring are refused).
     """
 
     host: str = DEFAULT_HOST
@@ -82,6 +87,9 @@ class ServerConfig:
     lease_ttl: float = DEFAULT_LEASE_TTL
     lease_wait: float = DEFAULT_LEASE_WAIT
     grace_period: float = DEFAULT_GRACE_PERIOD
+    default_model: str | None = None
+    slots: int = DEFAULT_SLOTS
+    slot_save_path: Path | None = None
 
     def replica(self) -> str:
         """This replica's name: replica_name, or host:port (host:pidN on an ephemeral port)."""

@@ -9,6 +9,7 @@ row each.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -80,3 +81,12 @@ def fim_model(path: Path, texts: Sequence[str] = QWEN_FIM, *, keys: bool = False
     rows = (rng.standard_normal((len(texts), embeddings.shape[1])) * scale).astype(np.float32)
     tensors["token_embd.weight"] = np.concatenate([embeddings, rows])
     return gguf.write(path, metadata, tensors)
+
+
+def write_models(directory: Path) -> Path:
+    """`coder.gguf` (FIM tokens named by text), `keyed.gguf` (by metadata keys) and
+    `plain.gguf` (none) in `directory`, for a server's --models-dir."""
+    fim_model(directory / "coder.gguf")
+    fim_model(directory / "keyed.gguf", UNNAMED_FIM, keys=True)
+    shutil.copy(SYNTH_QWEN2, directory / "plain.gguf")
+    return directory

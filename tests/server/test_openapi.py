@@ -8,7 +8,7 @@ import schemathesis
 
 from llamay.server import create_app, openapi
 
-# CONTRACT.md's routes, and the Ollama routes of the issue.
+# CONTRACT.md's routes, the Ollama routes of the issue, and llama-server's.
 CONTRACT = [
     ("POST", "/llamay/v1/contexts"),
     ("GET", "/llamay/v1/contexts"),
@@ -41,6 +41,14 @@ CONTRACT = [
     ("DELETE", "/api/delete"),
     ("HEAD", "/api/blobs/{digest}"),
     ("POST", "/api/blobs/{digest}"),
+    ("POST", "/completion"),
+    ("POST", "/infill"),
+    ("POST", "/tokenize"),
+    ("POST", "/detokenize"),
+    ("POST", "/apply-template"),
+    ("GET", "/props"),
+    ("GET", "/slots"),
+    ("POST", "/slots/{id_slot}"),
 ]
 
 
