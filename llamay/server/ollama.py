@@ -21,7 +21,7 @@ import falcon
 from llamay._version import __version__
 from llamay.engine import Model
 from llamay.errors import LlamayError
-from llamay.server import inference, ollama_models, pipeline, ui
+from llamay.server import inference, ollama_models, pipeline, suffix, ui
 from llamay.server.answer import reasoning_of
 from llamay.server.errors import ApiError, read_json
 from llamay.server.models import parse_keep_alive
@@ -89,9 +89,8 @@ class _Request:
         self.body = read_json(req, state.config.max_body_bytes)
         self.name = model_name(self.body)
         self.stream = _flag(self.body, "stream", True)
-        for field in ("images", "suffix"):
-            if self.body.get(field):
-                raise ApiError(400, f"{field!r} is not supported: llamay runs text models", field)
+        if self.body.get("images"):
+            raise ApiError(400, "'images' is not supported: llamay runs text models", "images")
         think = self.body.get("think")
         if think is not None and think not in (True, False, "low", "medium", "high"):
             raise ApiError(400, 'think must be true, false, "low", "medium" or "high"', "think")
@@ -196,16 +195,27 @@ class _Generate(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         request = _Request(self.state, req)
         body, model = request.body, request.model
-        prompt = _optional_text(body, "prompt")
-        if not prompt:
+        prompt, insert = _optional_text(body, "prompt"), _optional_text(body, "suffix")
+        if not prompt and not insert:
             resp.media = {**request.load_answer(), "response": ""}
             return
         templated = not (_flag(body, "raw", False) or _optional_text(body, "template"))
+        sampling = request.sampling(request.format_grammar())
+        if insert:  # code completion: the middle, through the model's FIM tokens
+            for field in ("context", "template"):
+                if body.get(field):
+                    raise ApiError(400, f"{field} and suffix cannot be combined", field)
+            templated = False
+            (ids,) = suffix.filled(
+                model, request.name, [prompt], insert, sampling.get("max_tokens")
+            )
+        else:
+            ids = self._prompt_ids(request, prompt)
         run = pipeline.start(
             pipeline.GenerationRequest(
                 model,
-                prompts=[self._prompt_ids(request, prompt)],
-                sampling=request.sampling(request.format_grammar()),
+                prompts=[ids],
+                sampling=sampling,
                 reasoning=templated and request.reasons,
             )
         )

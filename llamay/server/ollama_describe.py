@@ -123,6 +123,7 @@ def describe_routes() -> None:
             {
                 **common,
                 "prompt": _STRING,
+                "suffix": _STRING,
                 "system": _STRING,
                 "template": _STRING,
                 "context": {"type": "array", "items": _INT},

@@ -37,7 +37,9 @@ from llamay.store import prune
 from llamay.store.blobs import blob_path
 from llamay.store.names import looks_like_path
 from llamay.store.quantized import store_quantized
+from llamay.tokenizer import read_tokenizer
 from llamay.tokenizer.chat import template_source
+from llamay.tokenizer.fim import supports_infill
 
 NDJSON = "application/x-ndjson"
 # What Ollama reports as the expiry of a model kept loaded forever.
@@ -165,7 +167,8 @@ class _Show(Route):
         entry = stored(self.state, name)
         if entry is None:
             raise ApiError(404, f"model {name!r} not found", "model")
-        metadata = gguf.read(entry.path).metadata
+        read = gguf.read(entry.path)
+        metadata = read.metadata
         verbose = body.get("verbose") is True
         info = {
             key: (
@@ -181,6 +184,8 @@ class _Show(Route):
             capabilities.append("tools")
         if reasoning_of(chat_template) is not None:  # `think` is accepted
             capabilities.append("thinking")
+        if supports_infill(read_tokenizer(read)):  # `suffix` is accepted
+            capabilities.append("insert")
         answer = {
             "modelfile": _modelfile(entry, template),
             "parameters": _parameters_text(entry.params),

@@ -14,7 +14,7 @@ from typing import Any
 
 import falcon
 
-from llamay.server import anthropic, inference, openapi, pipeline, remote, sse
+from llamay.server import anthropic, inference, openapi, pipeline, remote, sse, suffix
 from llamay.server.errors import ApiError, error_body, from_exception
 from llamay.server.state import Route, ServerState
 
@@ -71,6 +71,7 @@ _COMPLETION_REQUEST = {
         "prompt": {"type": ["string", "array"]},
         "logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 5},
         "echo": {"type": ["boolean", "null"]},
+        "suffix": {"type": ["string", "null"]},
     },
 }
 _EMBEDDINGS_REQUEST = {
@@ -494,9 +495,14 @@ class _Completions(Route):
         sampling = inference.request_sampling(
             model, body, max_tokens=max_tokens, logprobs=body.get("logprobs")
         )
+        prompts = _prompts(body.get("prompt"))
+        if body.get("suffix") is not None:  # code completion: the middle, through FIM tokens
+            if echo:
+                raise ApiError(400, "echo and suffix cannot be combined", "echo")
+            prompts = suffix.filled(model, name, prompts, body["suffix"], max_tokens)
         request = pipeline.GenerationRequest(
             model,
-            prompts=_prompts(body.get("prompt")),
+            prompts=prompts,
             sampling=sampling,
             reasoning=False,  # a raw prompt: the text is the answer, tags and all
             n=inference.check_n(body.get("n")),
