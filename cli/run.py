@@ -20,6 +20,7 @@ from llamay.server.ollama_options import OLLAMA_OPTIONS
 from .engine_options import draft_option, kv_type_option, lookup_option
 from .inputs import read_text_file
 from .run_chat import LocalChat, RemoteChat
+from .run_fim import FIM_FLAGS, check_fim, fim_ids, fim_options, wants_fim
 from .run_settings import PARAMETERS, REMOTE_PARAMETERS, Settings, remote_kwargs, seeded
 from .run_stream import (
     Printed,
@@ -173,6 +174,7 @@ def _default(name: str) -> Any:
     "otherwise it is shown dimmed before the answer.",
 )
 @click.option("--system", help="A system message for the chat template.")
+@fim_options
 @click.pass_context
 def run(
     click_context: click.Context,
@@ -199,6 +201,9 @@ def run(
     top-k, typical-p, top-p, min-p, then temperature. A model pulled from an Ollama registry
     brings its own defaults (its params layer, its system prompt); flags override them.
 
+    With --fim-prefix and --fim-suffix (or their -file forms) and no PROMPT: the code a
+    fill-in-the-middle model (Qwen2.5-Coder...) puts between them, and only that.
+
     Without PROMPT: a conversation. Each line you type is a turn; a turn of several lines goes
     between \"\"\" and \"\"\". Ctrl-C stops an answer, /bye or Ctrl-D ends the session. /set lists
     and changes the settings, /show shows the model and the settings, /clear forgets the
@@ -208,6 +213,9 @@ def run(
     A MODEL that $LLAMAY_HOME/config.toml lists under a provider runs there: the conversation is
     sent to that OpenAI-compatible or Anthropic endpoint, and only its text is printed.
     """
+    fim = {name: parameters.pop(name) for name in FIM_FLAGS}
+    if wants_fim(fim):
+        check_fim(fim, prompt, raw, system)
     given = {
         name
         for name in (*_LOCAL_ONLY, "system", *_FLAGS)
@@ -226,6 +234,8 @@ def run(
         )
 
     provider = providers.find(model)
+    if provider is not None and wants_fim(fim):
+        raise click.UsageError("a FIM run needs a local model: its FIM tokens make the prompt")
     if provider is not None:
         _run_remote(provider, prompt, Settings(flags, system), given)
         return
@@ -239,6 +249,11 @@ def run(
         model, threads=threads, n_ctx=n_ctx, kv_type=kv_type, lookup=lookup, draft=draft
     )
     try:
+        if wants_fim(fim):
+            max_tokens = settings.generate_kwargs().get("max_tokens")
+            ids = fim_ids(loaded, model, fim, max_tokens)
+            _complete(loaded, ids, settings, grammar, logprobs, thinking="raw")
+            return
         if prompt is None:
             chat = LocalChat(loaded, model, settings, grammar, logprobs)
             chat.thinking = "hide" if hide_thinking else "show"
