@@ -118,6 +118,20 @@ def fim_prompt(
         return tokenizer.tokenize(value, add_bos=False, special=False) if value else []
 
     assert fim.pre is not None and fim.suf is not None and fim.mid is not None
+    # Text beyond what a context could hold, known from its length alone, is cut before it is
+    # tokenized: no 30 MB file is tokenized only to keep its last few thousand tokens.
+    chars = (n_ctx + 1) * tokenizer.max_token_chars
+    if len(middle) > chars:
+        raise ContextOverflow(
+            f"the infill prompt is {len(middle)} characters: more than a context of {n_ctx} "
+            "tokens holds"
+        )
+    if isinstance(prefix, str) and len(prefix) > chars:
+        # cut at a multiple of DROP_BLOCK characters, so that typing does not move the cut
+        prefix = prefix[-(-(len(prefix) - chars) // DROP_BLOCK) * DROP_BLOCK :]
+    suffix = suffix[:chars]
+    if extra is not None:
+        extra = _last_chars(extra, chars)
     pre = text(prefix) if isinstance(prefix, str) else [int(t) for t in prefix]
     suf, mid = text(suffix), text(middle)
     head = [tokenizer.bos_id] if tokenizer.add_bos and tokenizer.bos_id is not None else []
@@ -134,6 +148,18 @@ def fim_prompt(
     others = _others(fim, extra, text)
     others = others[_dropped(len(others), room - len(pre) - len(suf)) :]
     return [*head, *others, fim.pre, *pre, *mid, fim.suf, *suf, fim.mid]
+
+
+def _last_chars(extra: Sequence[tuple[str, str]], chars: int) -> list[tuple[str, str]]:
+    """The files nearest the current one (the list's end) that hold at most `chars`
+    characters, the first of them cut to its end."""
+    kept: list[tuple[str, str]] = []
+    for filename, body in reversed(extra):
+        if chars <= 0:
+            break
+        kept.append((filename, body[-chars:]))
+        chars -= len(body)
+    return kept[::-1]
 
 
 def _reserve(reserve: int | None, n_ctx: int) -> int:
