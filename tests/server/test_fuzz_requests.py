@@ -53,6 +53,31 @@ ROUTES = {
     ("DELETE", "/api/delete"): {"model": "fuzz:none"},
     ("POST", "/llamay/v1/contexts"): {"model": MODEL, "prompt": "Hi"},
     ("POST", "/llamay/v1/contexts/{id}/generate"): {"max_tokens": 2, "temperature": 0},
+    ("POST", "/completion"): {
+        "model": MODEL,
+        "prompt": "Hi",
+        "n_predict": 2,
+        "seed": 1,
+        "n_probs": 1,
+        "logit_bias": [[1, -1]],
+        "stop": ["x"],
+        "id_slot": -1,
+        "n_indent": 2,
+        "t_max_predict_ms": 1000,
+        "response_fields": ["content"],
+    },
+    # Gemma has no FIM tokens: a 400, whatever the fields hold
+    ("POST", "/infill"): {
+        "model": MODEL,
+        "input_prefix": "a",
+        "input_suffix": "b",
+        "input_extra": [{"filename": "f", "text": "t"}],
+        "prompt": "c",
+        "n_predict": 2,
+    },
+    ("POST", "/tokenize"): {"model": MODEL, "content": "Hi", "with_pieces": True},
+    ("POST", "/detokenize"): {"model": MODEL, "tokens": [1, 2]},
+    ("POST", "/apply-template"): {"model": MODEL, "messages": HI},
 }
 
 
