@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 import llamay
-from llamay import providers, store
+from llamay import chat, providers, store
 from llamay.engine import Model
 from llamay.engine.generate import chat_prompt_ids
 from llamay.errors import GrammarError, LlamayError, ModelNotFound
@@ -255,14 +255,14 @@ def run(
             _complete(loaded, ids, settings, grammar, logprobs, thinking="raw")
             return
         if prompt is None:
-            chat = LocalChat(loaded, model, settings, grammar, logprobs)
-            chat.thinking = "hide" if hide_thinking else "show"
-            chat.loop()
+            conversation = LocalChat(loaded, model, settings, grammar, logprobs)
+            conversation.thinking = "hide" if hide_thinking else "show"
+            conversation.loop()
             return
         if raw:
             ids = loaded.tokenize(prompt, add_bos=True, special=True)
         else:
-            rendered = loaded.chat_template.render(_messages(settings.system, prompt))
+            rendered = chat.render_chat(loaded, _messages(settings.system, prompt))
             ids = chat_prompt_ids(loaded, rendered)
         thinking = "raw" if raw else "hide" if hide_thinking else "show"
         _complete(loaded, ids, settings, grammar, logprobs, thinking)

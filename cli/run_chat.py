@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import click
 
-from llamay import providers
+from llamay import chat, providers
 from llamay.engine import Context, Model
 from llamay.engine.generate import chat_prompt_ids
 from llamay.errors import LlamayError
@@ -202,7 +202,7 @@ class LocalChat(Chat):
         """Answer one user message, streaming the answer to stdout; the context meter follows
         on stderr. A cancelled answer is kept as far as it went."""
         turns = [*self.turns, {"role": "user", "content": text}]
-        rendered = self.model.chat_template.render(self.messages(turns), add_generation_prompt=True)
+        rendered = chat.render_chat(self.model, self.messages(turns))
         ids = self._ids_to_feed(rendered)
         kwargs, _ = seeded(self.settings)
         logprobs = 0 if self.logprobs else None

@@ -22,9 +22,9 @@ from typing import Any
 
 import click
 
+from llamay.chat.answer import THINK, Answer, opens_thinking, reasoning_of
 from llamay.engine import Model
 from llamay.errors import ContextOverflow
-from llamay.server.answer import THINK, Answer, opens_thinking, reasoning_of
 
 
 @dataclass

@@ -50,6 +50,15 @@ class GrammarError(LlamayError):
     """A GBNF grammar or JSON schema that cannot be used for constrained sampling."""
 
 
+class InvalidRequest(LlamayError):
+    """A chat request that cannot be answered as given (no messages, a tool choice naming no
+    offered tool, a content part that is not text); `param` names the field at fault."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
 class ContextOverflow(LlamayError):
     """More tokens than the context can hold."""
 

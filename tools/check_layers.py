@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("llamay.state",),
     ("llamay.backends",),
     ("llamay.engine",),
-    ("llamay.store", "llamay.providers"),
+    ("llamay.chat", "llamay.store", "llamay.providers"),
     ("llamay",),  # the package root: load() and load_tokenizer() resolve store names
     ("llamay.verify", "llamay.server"),
     ("llamay.cli",),

@@ -16,6 +16,7 @@ from typing import Any
 
 import falcon
 
+from llamay import chat
 from llamay.server import inference, openapi, pipeline, remote, sse
 from llamay.server.errors import ApiError, error_body, from_exception
 from llamay.server.state import Route, ServerState
@@ -363,7 +364,7 @@ def _format_grammar(output_config: Any) -> Any:
         return None
     if not isinstance(output_format, Mapping) or output_format.get("type") != "json_schema":
         raise ApiError(400, "output_config.format: type must be json_schema, with a schema")
-    return inference.json_grammar("json_schema", output_format.get("schema"))
+    return chat.json_grammar("json_schema", output_format.get("schema"))
 
 
 # --- request translation ------------------------------------------------------------------------
@@ -372,7 +373,7 @@ def _format_grammar(output_config: Any) -> Any:
 def _system(system: Any) -> list[dict[str, Any]]:
     if system is None or system == "":
         return []
-    return [{"role": "system", "content": inference.text_of(system, "system")}]
+    return [{"role": "system", "content": chat.text_of(system, "system")}]
 
 
 def _message(raw: Any) -> list[dict[str, Any]]:
@@ -384,7 +385,7 @@ def _message(raw: Any) -> list[dict[str, Any]]:
     role = raw["role"]
     content = raw.get("content")
     if role == "system" or isinstance(content, str):
-        return [{"role": role, "content": inference.text_of(content, "messages")}]
+        return [{"role": role, "content": chat.text_of(content, "messages")}]
     if not isinstance(content, list):
         raise ApiError(400, "messages: content must be a string or a list of blocks")
     texts: list[str] = []
@@ -401,7 +402,7 @@ def _message(raw: Any) -> list[dict[str, Any]]:
             function = {"name": block.get("name"), "arguments": arguments}
             calls.append({"id": block.get("id"), "type": "function", "function": function})
         elif kind == "tool_result" and role == "user":
-            text = inference.text_of(block.get("content") or "", "tool_result")
+            text = chat.text_of(block.get("content") or "", "tool_result")
             if block.get("is_error"):
                 text = f"Error: {text}"
             results.append(

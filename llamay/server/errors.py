@@ -13,7 +13,14 @@ from typing import Any
 
 import falcon
 
-from llamay.errors import ContextOverflow, GrammarError, KVCacheFull, LlamayError, ModelNotFound
+from llamay.errors import (
+    ContextOverflow,
+    GrammarError,
+    InvalidRequest,
+    KVCacheFull,
+    LlamayError,
+    ModelNotFound,
+)
 from llamay.providers import ProviderError
 
 # Seconds a client is told to wait when the KV cache is full: about a few generations' time.
@@ -79,6 +86,8 @@ def from_exception(error: Exception) -> ApiError:
         return ApiError(503, f"the server is busy: {error}", retry_after=_BUSY_RETRY_AFTER_S)
     if isinstance(error, ContextOverflow):
         return ApiError(400, str(error), "messages", code=CONTEXT_LENGTH_EXCEEDED)
+    if isinstance(error, InvalidRequest):
+        return ApiError(400, str(error), error.param)
     if isinstance(error, (GrammarError, LlamayError)):
         return ApiError(400, str(error))
     if isinstance(error, falcon.HTTPError):

@@ -30,6 +30,7 @@ from typing import Any
 
 import falcon
 
+from llamay import chat
 from llamay.engine import Model, ranges
 from llamay.errors import LlamayError, SnapshotMismatch
 from llamay.paths import temp_prefix
@@ -109,11 +110,11 @@ class _Contexts:
         if prompt is not None:
             if not isinstance(prompt, str):
                 raise ApiError(400, "prompt must be a string", "prompt")
-            ids = inference.text_prompt(model, prompt)
+            ids = chat.text_prompt(model, prompt)
         else:
             if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
                 raise ApiError(400, "messages must be a list of message objects", "messages")
-            ids = inference.chat_prompt(model, messages)
+            ids = chat.chat_prompt(model, messages)
             turns = transcript.started(messages)
         context = model.context()
         if turns is not None:
@@ -253,7 +254,7 @@ class _Generate:
         try:
             # Read while the context is ours: another request may have added to it.
             prompt, turns = _what_to_add(entry, prompt, body.get("messages"))
-            prompt = inference.bounded_text(model, prompt, truncate=False)
+            prompt = chat.bounded_text(model, prompt, truncate=False)
             generation = model.generate(prompt, context=entry.context, **kwargs)
             entry.generation = generation
             inference.started([generation])
@@ -429,7 +430,7 @@ def _grammar(body: dict[str, Any]) -> Any:
 
         return Grammar.from_gbnf(gbnf)
     if schema is not None:
-        return inference.json_grammar("json_schema", schema)
+        return chat.json_grammar("json_schema", schema)
     return None
 
 

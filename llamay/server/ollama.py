@@ -18,11 +18,11 @@ from typing import Any
 
 import falcon
 
+from llamay import chat
 from llamay._version import __version__
 from llamay.engine import Model
 from llamay.errors import LlamayError
 from llamay.server import inference, ollama_models, pipeline, suffix, ui
-from llamay.server.answer import reasoning_of
 from llamay.server.errors import ApiError, read_json
 from llamay.server.models import parse_keep_alive
 from llamay.server.ollama_describe import describe_routes
@@ -102,7 +102,7 @@ class _Request:
         self.model: Model = state.models.get(self.name, self.keep_alive)
         self.load_s = time.perf_counter() - self.started
         self.entry = stored(state, self.name)
-        self.reasons = reasoning_of(self.model.chat_template.source) is not None
+        self.reasons = chat.reasoning_of(self.model.chat_template.source) is not None
         if think not in (None, False) and not self.reasons:
             raise ApiError(400, f"{self.name!r} does not support thinking", "think")
 
@@ -147,9 +147,9 @@ class _Request:
         if fmt in (None, ""):
             return None
         if fmt == "json":
-            return inference.json_grammar("json_object")
+            return chat.json_grammar("json_object")
         if isinstance(fmt, dict):
-            return inference.json_grammar("json_schema", fmt)
+            return chat.json_grammar("json_schema", fmt)
         raise ApiError(400, 'format must be "json" or a JSON schema object', "format")
 
     def head(self) -> dict[str, Any]:
@@ -242,11 +242,11 @@ class _Generate(Route):
         if raw or template:
             text = prompt if raw else render_template(template, system, prompt)
             ids = model.tokenize(
-                inference.bounded_text(model, text, truncate=False), add_bos=not context
+                chat.bounded_text(model, text, truncate=False), add_bos=not context
             )
         else:
             messages = [{"role": "system", "content": system}] if system else []
-            ids = inference.chat_prompt(
+            ids = chat.chat_prompt(
                 model,
                 [*messages, {"role": "user", "content": prompt}],
                 template_kwargs=request.template_kwargs(),
@@ -254,7 +254,7 @@ class _Generate(Route):
             bos = model.tokenizer.bos_id
             if context and bos is not None and ids[:1] == [bos]:
                 ids = ids[1:]
-        return inference.fit(model, context + ids, truncate=False, reserve=1)
+        return chat.fit(model, context + ids, truncate=False, reserve=1)
 
 
 class _Chat(Route):
@@ -404,8 +404,8 @@ class _Embed(Route):
             raise ApiError(400, f"dimensions must be from 1 to {model.n_embd}", "dimensions")
         ids = []
         for text in inputs:
-            text = inference.bounded_text(model, text, truncate=truncate)
-            ids.append(inference.fit(model, model.tokenize(text), truncate=truncate, reserve=1))
+            text = chat.bounded_text(model, text, truncate=truncate)
+            ids.append(chat.fit(model, model.tokenize(text), truncate=truncate, reserve=1))
         n_tokens = sum(len(one) for one in ids)
         # dimensions: the first components, back to unit length (Model.embed)
         embeddings = (
@@ -432,8 +432,8 @@ class _Embeddings(Route):
         if not prompt:
             resp.media = {"embedding": []}
             return
-        prompt = inference.bounded_text(model, prompt, truncate=False)
-        ids = inference.fit(model, model.tokenize(prompt), truncate=False, reserve=1)
+        prompt = chat.bounded_text(model, prompt, truncate=False)
+        ids = chat.fit(model, model.tokenize(prompt), truncate=False, reserve=1)
         self.state.count_tokens(model, len(ids), 0)
         resp.media = {"embedding": model.embed(ids, normalize=False).tolist()}
 
@@ -471,7 +471,7 @@ def _context_ids(context: Any, model: Model) -> list[int]:
 
 
 def _messages(messages: Any) -> list[dict[str, Any]]:
-    """Ollama chat messages in the shape inference.chat_prompt takes (a tool result's
+    """Ollama chat messages in the shape chat.chat_prompt takes (a tool result's
     `tool_name` becomes `name`)."""
     if messages is None:
         return []

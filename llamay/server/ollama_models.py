@@ -22,6 +22,7 @@ import falcon
 import numpy as np
 
 from llamay import gguf, store
+from llamay.chat import reasoning_of
 from llamay.errors import LlamayError, ModelFormatError, ModelNotFound
 from llamay.gguf.quantize import (
     FILE_TYPES,
@@ -30,7 +31,6 @@ from llamay.gguf.quantize import (
     UnsupportedQuantization,
     plan_file,
 )
-from llamay.server.answer import reasoning_of
 from llamay.server.errors import ApiError
 from llamay.server.state import Route, ServerState
 from llamay.store import prune

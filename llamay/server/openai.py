@@ -14,6 +14,7 @@ from typing import Any
 
 import falcon
 
+from llamay import chat
 from llamay.server import anthropic, inference, openapi, pipeline, remote, sse, suffix
 from llamay.server.errors import ApiError, error_body, from_exception
 from llamay.server.state import Route, ServerState
@@ -365,7 +366,7 @@ def _output_grammar(body: Mapping[str, Any]) -> Any:
     if kind == "json_schema":
         spec = response_format.get("json_schema")
         schema = spec.get("schema") if isinstance(spec, Mapping) else None
-    return inference.json_grammar(kind, schema)
+    return chat.json_grammar(kind, schema)
 
 
 class _Chat(_Answer):

@@ -16,7 +16,7 @@ context of its own that it keeps as the new stored response). A runner starts it
 
 Its renderer then reads the run, whichever runner made it (`Runner` is what both offer):
 `events()`: (choice index, Piece, [Event]) as tokens are made, each Piece read by the choice's
-`Answer` (answer.py) into text, reasoning and tool calls; then `finish(i)`: the events held to
+`Answer` (llamay/chat/answer.py) into text, reasoning and tool calls; then `finish(i)`: the events held to
 the end; `finish_reason(i)` / `outcome(i)`; `usage(state)`; `release()` when the answer is
 gone. `answer(req, resp, run, ...)` sends it as an event stream or whole. The families:
 openai.py (chat and text completions), anthropic.py, ollama.py, responses.py.
@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import falcon
 
+from llamay import chat
+from llamay.chat import Answer, Event
 from llamay.engine import Model
 from llamay.server import inference, sse
-from llamay.server.answer import Answer, Event
 from llamay.server.errors import ApiError
 from llamay.server.watch import cancelled_on_disconnect
 from llamay.state import Context
@@ -111,7 +112,7 @@ class GenerationRequest:
                 for p in self.prompts
             ]
         return [
-            inference.chat_prompt(
+            chat.chat_prompt(
                 self.model,
                 list(self.messages or ()),
                 tools=self.offered,
@@ -127,17 +128,17 @@ class GenerationRequest:
 
 
 def raw_prompt(model: Model, prompt: Prompt, *, truncate: bool, reserve: int) -> list[int]:
-    """The token ids of a raw prompt: text (inference.text_prompt) or token ids, which must
-    be in the vocabulary; fitted to the context (inference.fit)."""
+    """The token ids of a raw prompt: text (chat.text_prompt) or token ids, which must
+    be in the vocabulary; fitted to the context (chat.fit)."""
     if isinstance(prompt, str):
-        return inference.text_prompt(model, prompt, truncate=truncate, reserve=reserve)
+        return chat.text_prompt(model, prompt, truncate=truncate, reserve=reserve)
     if not prompt or not all(
         isinstance(t, int) and not isinstance(t, bool) and 0 <= t < model.n_vocab for t in prompt
     ):
         raise ApiError(
             400, "a token-id prompt must be a non-empty list of ids in the vocabulary", "prompt"
         )
-    return inference.fit(model, list(prompt), truncate=truncate, reserve=reserve)
+    return chat.fit(model, list(prompt), truncate=truncate, reserve=reserve)
 
 
 @dataclass(frozen=True)
@@ -283,9 +284,9 @@ def start(request: GenerationRequest) -> Run:
     docstring)."""
     model = request.model
     offered = request.offered
-    prefill = inference.prefill_of(list(request.messages or ()))
+    prefill = chat.prefill_of(list(request.messages or ()))
     grammar = (
-        inference.tool_grammar(
+        chat.tool_grammar(
             model,
             offered,
             request.tool_choice,
@@ -319,7 +320,7 @@ def start(request: GenerationRequest) -> Run:
         inference.release(generations)
         raise
     answers = [
-        inference.answer(model, prompts[i // n], offered, prefill, reasoning=request.reasoning)
+        chat.answer_reader(model, prompts[i // n], offered, prefill, reasoning=request.reasoning)
         for i in range(len(generations))
     ]
     return Run(request, prompts, generations, answers)

@@ -12,10 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from llamay import providers
+from llamay.chat import Answer, Event, text_of
 from llamay.engine.generate import Piece
 from llamay.providers import Provider, Reply
 from llamay.server import inference
-from llamay.server.answer import Answer, Event
 
 if TYPE_CHECKING:
     from llamay.server.state import ServerState
@@ -38,9 +38,7 @@ def start(
     """Send OpenAI-shaped `messages` (content as strings or text parts) to the provider (with
     `stream`, asking it to stream); `extra` (top_p, stop, seed...) goes into its request as
     the client gave it. ProviderError (502) when the upstream fails."""
-    turns = [
-        {"role": m.get("role"), "content": inference.text_of(m.get("content"))} for m in messages
-    ]
+    turns = [{"role": m.get("role"), "content": text_of(m.get("content"))} for m in messages]
     reply = provider.chat(
         turns, max_tokens=max_tokens, temperature=temperature, stream=stream, **extra
     )

@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from llamay import chat
+from llamay.chat import Answer
 from llamay.grammar import Grammar
-from llamay.server import inference
-from llamay.server.answer import Answer
 from llamay.server.errors import ApiError
 
 # Fields of the request that this server cannot honour: 400 rather than silently ignored.
@@ -63,7 +63,7 @@ class Request:
         if self.chat_tools:
             return None
         kind = self.text_format.get("type", "text")
-        return inference.json_grammar(kind, self.text_format.get("schema"))
+        return chat.json_grammar(kind, self.text_format.get("schema"))
 
 
 def read_request(body: Mapping[str, Any], *, need_input: bool = True) -> Request:
@@ -127,7 +127,7 @@ def read_request(body: Mapping[str, Any], *, need_input: bool = True) -> Request
 
 
 def input_messages(value: Any) -> list[dict[str, Any]]:
-    """Chat messages (inference.chat_prompt's shape) of a Responses `input`: a string is one
+    """Chat messages (chat.chat_prompt's shape) of a Responses `input`: a string is one
     user message; items are messages (`type` "message" or none), function calls (joined to the
     assistant message before them), their outputs (tool messages) and reasoning (dropped:
     templates leave past reasoning out of the prompt)."""

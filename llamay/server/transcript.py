@@ -22,9 +22,9 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llamay.chat import render_chat, text_of
 from llamay.engine import Model
 from llamay.server.errors import ApiError
-from llamay.server.inference import render_chat, text_of
 
 NOTE_KEY = "messages"
 ROLES = ("system", "user", "assistant")

@@ -19,10 +19,10 @@ import ollama
 import openai
 import pytest
 
+from llamay.chat.answer import HARMONY, THINK, Answer
+from llamay.chat.toolcalls import HARMONY as HARMONY_CALLS
+from llamay.chat.toolcalls import HERMES
 from llamay.gguf import read, writer
-from llamay.server.answer import HARMONY, THINK, Answer
-from llamay.server.toolcalls import HARMONY as HARMONY_CALLS
-from llamay.server.toolcalls import HERMES
 
 QWEN3 = Path(__file__).parents[1] / "data" / "chat_templates" / "Qwen-Qwen3-0.6B.jinja"
 THINKING = [
@@ -212,7 +212,7 @@ def test_ollama_thinking(thinker, stream):
 
 
 def test_ollama_shows_the_thinking_capability_only_where_the_template_reasons(server):
-    from llamay.server.answer import reasoning_of
+    from llamay.chat.answer import reasoning_of
 
     assert reasoning_of(QWEN3.read_text()) == THINK  # what /api/show's "thinking" follows
     plain = httpx.post(server.url("/api/show"), json={"model": "gemma3:270m"}, timeout=60)

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from llamay.server.answer import Answer
+from llamay.chat.answer import Answer
+from llamay.chat.toolcalls import HERMES, JSON
 from llamay.server.errors import ApiError
 from llamay.server.responses import shared_prefix
 from llamay.server.responses_items import (
@@ -16,7 +17,6 @@ from llamay.server.responses_items import (
     output_items,
     read_request,
 )
-from llamay.server.toolcalls import HERMES, JSON
 
 TOOL = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
 CHAT_TOOL = {"type": "function", "function": {"name": "f", "parameters": TOOL["parameters"]}}

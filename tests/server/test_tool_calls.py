@@ -22,10 +22,10 @@ import openai
 import pytest
 
 import llamay
+from llamay import chat
+from llamay.chat import Answer
+from llamay.chat.toolcalls import FORMATS, call_grammar, format_of, parse_calls
 from llamay.gguf import read, writer
-from llamay.server import inference
-from llamay.server.answer import Answer
-from llamay.server.toolcalls import FORMATS, call_grammar, format_of, parse_calls
 from llamay.tokenizer.chat import ChatTemplate
 from llamay.tokenizer.chat_builtin import BUILTIN_TEMPLATES
 
@@ -176,7 +176,7 @@ def test_history_is_written_back_in_the_templates_convention(model, template):
     _use_template(model, template)
     fmt = format_of(model.chat_template.source)
     prompt = model.tokenizer.detokenize(
-        inference.chat_prompt(model, HISTORY, tools=[WEATHER]), special=True
+        chat.chat_prompt(model, HISTORY, tools=[WEATHER]), special=True
     )
     written = {
         "hermes": '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}',
@@ -193,13 +193,13 @@ def test_a_call_after_the_opening_marker_is_held_to_the_schema(model, template):
     _use_template(model, template)
     fmt = format_of(model.chat_template.source)
     messages = [*ASK, {"role": "assistant", "content": OPENING[fmt.name]}]
-    prefill = inference.prefill_of(messages)
-    ids = inference.chat_prompt(model, messages, tools=[WEATHER, TIME])
-    grammar = inference.tool_grammar(
+    prefill = chat.prefill_of(messages)
+    ids = chat.chat_prompt(model, messages, tools=[WEATHER, TIME])
+    grammar = chat.tool_grammar(
         model, [WEATHER, TIME], "auto", parallel=False, prefill=prefill
     )
     generation = model.generate(ids, max_tokens=60, temperature=0, grammar=grammar)
-    answer = inference.answer(model, ids, [WEATHER, TIME], prefill)
+    answer = chat.answer_reader(model, ids, [WEATHER, TIME], prefill)
     events = [event for piece in generation.pieces() for event in answer.feed(piece)]
     events += answer.finish()
     assert generation.finish_reason == "stop"  # the grammar ended it after one call
@@ -212,8 +212,8 @@ def test_a_call_after_the_opening_marker_is_held_to_the_schema(model, template):
 def test_free_text_stays_text_under_auto(model):
     _use_template(model, TEMPLATES[0])  # Qwen 2.5: Hermes
     messages = [{"role": "user", "content": "Say hello."}]
-    ids = inference.chat_prompt(model, messages, tools=[WEATHER])
-    grammar = inference.tool_grammar(model, [WEATHER], "auto")
+    ids = chat.chat_prompt(model, messages, tools=[WEATHER])
+    grammar = chat.tool_grammar(model, [WEATHER], "auto")
     generation = model.generate(ids, max_tokens=8, temperature=0, grammar=grammar)
     answer = Answer(model.tokenizer, [WEATHER], format_of(model.chat_template.source))
     for piece in generation.pieces():
@@ -405,10 +405,10 @@ def test_a_harmony_call_is_held_to_the_schema(model, choice, named, prefill):
     )
     assert format_of(model.chat_template.source).name == "harmony"
     messages = HARMONY_ASK + ([{"role": "assistant", "content": prefill}] if prefill else [])
-    ids = inference.chat_prompt(model, messages, tools=[WEATHER, TIME])
-    grammar = inference.tool_grammar(model, [WEATHER, TIME], choice, named, prefill=prefill)
+    ids = chat.chat_prompt(model, messages, tools=[WEATHER, TIME])
+    grammar = chat.tool_grammar(model, [WEATHER, TIME], choice, named, prefill=prefill)
     generation = model.generate(ids, max_tokens=80, temperature=0, grammar=grammar)
-    answer = inference.answer(model, ids, [WEATHER, TIME], prefill)
+    answer = chat.answer_reader(model, ids, [WEATHER, TIME], prefill)
     for piece in generation.pieces():
         answer.feed(piece)
     answer.finish()
@@ -503,12 +503,12 @@ def test_a_harmony_call_with_the_markers_own_tokens_is_held_to_the_schema(harmon
         b"<|constrain|>",
         b"<|message|>",
     ]
-    ids = inference.chat_prompt(model, HARMONY_ASK, tools=[WEATHER, TIME])
-    grammar = inference.tool_grammar(model, [WEATHER, TIME], "named", "get_weather")
+    ids = chat.chat_prompt(model, HARMONY_ASK, tools=[WEATHER, TIME])
+    grammar = chat.tool_grammar(model, [WEATHER, TIME], "named", "get_weather")
     # The bias makes the model take each marker's own token wherever the grammar allows it.
     bias = dict.fromkeys(markers, 50.0)
     generation = model.generate(ids, max_tokens=80, temperature=0, grammar=grammar, logit_bias=bias)
-    answer = inference.answer(model, ids, [WEATHER, TIME])
+    answer = chat.answer_reader(model, ids, [WEATHER, TIME])
     for piece in generation.pieces():
         answer.feed(piece)
     answer.finish()

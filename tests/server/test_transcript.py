@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from llamay.chat import render_chat
 from llamay.server import transcript
 from llamay.server.errors import ApiError
-from llamay.server.inference import render_chat
 from llamay.tokenizer.chat import ChatTemplate
 
 TEMPLATES = sorted((Path(__file__).parents[1] / "data" / "chat_templates").glob("*.jinja"))

@@ -29,10 +29,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from llamay.errors import InvalidRequest
 from llamay.grammar import Grammar, json_schema
 from llamay.grammar.json_schema import literal
 from llamay.grammar.lazy import LazyGrammar, Trigger
-from llamay.server.errors import ApiError
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class ToolFormat:
 
     `opening`/`closing`: the markers around each call (closing "" where a call ends with its
     JSON). `arguments_key`: the call object's key for the arguments. `native`: the template
-    renders tools and calls itself (else inference.py writes them into the system message in
+    renders tools and calls itself (else prompt.py writes them into the system message in
     the bare JSON convention). `anchored`: the opening counts only at the answer's start.
     `list_call`: the calls are one JSON list after the opening marker (Mistral)."""
 
@@ -106,8 +106,8 @@ def function_of(tool: Any) -> dict[str, Any]:
     """The function definition of an OpenAI tool ({"type": "function", "function": {...}})."""
     function = tool.get("function") if isinstance(tool, Mapping) else None
     if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
-        raise ApiError(
-            400, "each tool must be {'type': 'function', 'function': {'name': ...}}", "tools"
+        raise InvalidRequest(
+            "each tool must be {'type': 'function', 'function': {'name': ...}}", "tools"
         )
     return dict(function)
 
@@ -142,11 +142,11 @@ def call_grammar(
     if choice == "named":
         functions = [f for f in functions if f["name"] == name]
         if not functions:
-            raise ApiError(
-                400, f"tool_choice names {name!r}, which is not among the tools", "tool_choice"
+            raise InvalidRequest(
+                f"tool_choice names {name!r}, which is not among the tools", "tool_choice"
             )
     elif choice not in ("auto", "required"):
-        raise ApiError(400, f"unknown tool_choice {choice!r}", "tool_choice")
+        raise InvalidRequest(f"unknown tool_choice {choice!r}", "tool_choice")
     if fmt is HARMONY:
         return _harmony_grammar(functions, choice, prefix)
     schemas = [_call_schema(f, fmt.arguments_key) for f in functions]

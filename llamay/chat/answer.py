@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from llamay.server.toolcalls import CallParser, ToolCall, ToolFormat
+from llamay.chat.toolcalls import CallParser, ToolCall, ToolFormat, format_of
+from llamay.engine import Model
 
 EventKind = Literal["text", "reasoning", "call"]
 
@@ -206,6 +207,29 @@ class Answer:
         if self._channel == "analysis":
             return self._reasoned(text)
         return self._content(text)
+
+
+def answer_reader(
+    model: Model,
+    prompt: Sequence[int],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    prefill: str = "",
+    *,
+    reasoning: bool = True,
+) -> Answer:
+    """A reader of the answer to a chat prompt: its reasoning split off where the template
+    reasons (unless `reasoning` is False), its calls read in the template's format when `tools`
+    are offered; `prefill` is the text the answer continues."""
+    source = model.chat_template.source
+    kind = reasoning_of(source) if reasoning else None
+    if prefill:  # the prompt ends with the prefill: is it inside <think>?
+        inside = kind == THINK and prefill.rfind("<think>") > prefill.rfind("</think>")
+    else:
+        inside = kind == THINK and opens_thinking(
+            model.tokenizer.detokenize(list(prompt[-4:]), special=True)
+        )
+    fmt = format_of(source) if tools else None
+    return Answer(model.tokenizer, tools or None, fmt, kind, inside, prefill)
 
 
 def _partial(text: str, tag: str) -> int:

@@ -1,0 +1,40 @@
+"""The chat layer, between the engine and the server: a conversation in, an answer out.
+
+It owns what makes a model a chat model: the conversation-to-prompt step through the model's
+chat template (prompt.py), the tool-call formats that templates teach and models write
+(toolcalls.py), the grammars a request asks for (constraints.py), and the reading of an answer
+into text, reasoning and tool calls as it is generated (answer.py). The server's API families
+and the CLI use it; it knows nothing of either.
+"""
+
+from __future__ import annotations
+
+from llamay.chat.answer import Answer, Event, answer_reader, reasoning_of
+from llamay.chat.constraints import json_grammar, tool_grammar
+from llamay.chat.prompt import (
+    bounded_text,
+    chat_prompt,
+    fit,
+    prefill_of,
+    render_chat,
+    text_of,
+    text_prompt,
+)
+from llamay.chat.toolcalls import ToolCall
+
+__all__ = [
+    "Answer",
+    "Event",
+    "ToolCall",
+    "answer_reader",
+    "bounded_text",
+    "chat_prompt",
+    "fit",
+    "json_grammar",
+    "prefill_of",
+    "reasoning_of",
+    "render_chat",
+    "text_of",
+    "text_prompt",
+    "tool_grammar",
+]
