@@ -12,11 +12,12 @@ from typing import Any
 
 from llamay import gguf
 from llamay._version import __version__
-from llamay.engine import Model
+from llamay.chat import Model
 from llamay.errors import (
     ContextOverflow,
     GrammarError,
     InfillUnsupported,
+    InvalidRequest,
     KVCacheFull,
     LlamayError,
     ModelFormatError,
@@ -35,8 +36,10 @@ __all__ = [
     "ContextOverflow",
     "GrammarError",
     "InfillUnsupported",
+    "InvalidRequest",
     "KVCacheFull",
     "LlamayError",
+    "Model",
     "ModelFormatError",
     "ModelNotFound",
     "SnapshotCorrupt",
@@ -59,7 +62,8 @@ def load(
     kv_memory: int | str | None = None,
     **options: Any,
 ) -> Model:
-    """Load MODEL (a .gguf path or a store name such as `gemma3:270m`) for inference.
+    """Load MODEL (a .gguf path or a store name such as `gemma3:270m`) for inference: a
+    Model that tokenizes, makes contexts, generates and chats (`Model.chat`).
 
     threads: threads per forward step (default: every core this process may use).
     n_ctx: the most tokens one context holds (default: min(4096, the training context)).

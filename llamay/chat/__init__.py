@@ -3,14 +3,21 @@
 It owns what makes a model a chat model: the conversation-to-prompt step through the model's
 chat template (prompt.py), the tool-call formats that templates teach and models write
 (toolcalls.py), the grammars a request asks for (constraints.py), and the reading of an answer
-into text, reasoning and tool calls as it is generated (answer.py). The server's API families
-and the CLI use it; it knows nothing of either.
+into text, reasoning and tool calls as it is generated (answer.py). `Model.chat` (model.py,
+reply.py) puts it all behind one call. The server's API families and the CLI use it; it knows
+nothing of either.
 """
 
 from __future__ import annotations
 
 from llamay.chat.answer import Answer, Event, answer_reader, reasoning_of
-from llamay.chat.constraints import json_grammar, tool_grammar
+from llamay.chat.constraints import (
+    json_grammar,
+    response_format_grammar,
+    tool_choice_of,
+    tool_grammar,
+)
+from llamay.chat.model import Model
 from llamay.chat.prompt import (
     bounded_text,
     chat_prompt,
@@ -20,21 +27,29 @@ from llamay.chat.prompt import (
     text_of,
     text_prompt,
 )
+from llamay.chat.reply import ChatResult, ChatStream, Usage, finish_reason_of
 from llamay.chat.toolcalls import ToolCall
 
 __all__ = [
     "Answer",
+    "ChatResult",
+    "ChatStream",
     "Event",
+    "Model",
     "ToolCall",
+    "Usage",
     "answer_reader",
     "bounded_text",
     "chat_prompt",
+    "finish_reason_of",
     "fit",
     "json_grammar",
     "prefill_of",
     "reasoning_of",
     "render_chat",
+    "response_format_grammar",
     "text_of",
     "text_prompt",
+    "tool_choice_of",
     "tool_grammar",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import secrets
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import falcon
@@ -292,7 +292,9 @@ def _chat_request(
     tools = body.get("tools") or None
     if tools is not None and not isinstance(tools, list):
         raise ApiError(400, "tools must be a list", "tools")
-    choice, named = _tool_choice(body.get("tool_choice"), tools)
+    choice, named = chat.tool_choice_of(body.get("tool_choice"), tools)
+    # offered tools hold the answer to their grammar; a response format holds one without tools
+    response_format = None if tools and choice != "none" else body.get("response_format")
     top_logprobs = body.get("top_logprobs")
     return pipeline.GenerationRequest(
         model,
@@ -307,7 +309,7 @@ def _chat_request(
         tool_choice=choice,
         tool_name=named,
         parallel=body.get("parallel_tool_calls") is not False,
-        output_grammar=None if tools and choice != "none" else _output_grammar(body),
+        output_grammar=chat.response_format_grammar(response_format),
         template_kwargs=_template_kwargs(body),
         n=inference.check_n(body.get("n")),
         truncate=bool(body.get("truncate")),
@@ -335,38 +337,6 @@ def _template_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
         else:
             variables.setdefault("reasoning_effort", "low" if effort == "minimal" else effort)
     return variables
-
-
-def _tool_choice(value: Any, tools: Sequence[Any] | None) -> tuple[str, str | None]:
-    """("auto" | "none" | "required" | "named", the named tool)."""
-    if value is None:
-        return ("auto" if tools else "none"), None
-    if value in ("auto", "none", "required"):
-        return value, None
-    if isinstance(value, Mapping):
-        function = value.get("function")
-        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-            return "named", function["name"]
-    raise ApiError(
-        400,
-        f"tool_choice must be auto, none, required or a named function, not {value!r}",
-        "tool_choice",
-    )
-
-
-def _output_grammar(body: Mapping[str, Any]) -> Any:
-    """The grammar of `response_format`, if any."""
-    response_format = body.get("response_format")
-    if not response_format:
-        return None
-    if not isinstance(response_format, Mapping):
-        raise ApiError(400, "response_format must be an object", "response_format")
-    kind = response_format.get("type", "text")
-    schema = None
-    if kind == "json_schema":
-        spec = response_format.get("json_schema")
-        schema = spec.get("schema") if isinstance(spec, Mapping) else None
-    return chat.json_grammar(kind, schema)
 
 
 class _Chat(_Answer):

@@ -227,9 +227,7 @@ class Run:
 
     def finish_reason(self, index: int) -> str:
         """ "tool_calls" when the answer made calls, else the generation's reason."""
-        if self.answers[index].calls:
-            return "tool_calls"
-        return self.outcome(index).finish_reason
+        return chat.finish_reason_of(self.answers[index].calls, self.outcome(index).finish_reason)
 
     def n_generated(self) -> int:
         return sum(generation.n_generated for generation in self.generations)
