@@ -62,3 +62,38 @@ def test_anchored_triggers_count_only_at_the_start(tokenizer):
 def test_a_prefix_with_the_trigger_starts_held(tokenizer):
     matcher = LazyGrammar(CALL, [Trigger("<call>")], prefix="<call>ab").matcher(tokenizer)
     assert matcher.triggered and matcher.allowed() is not None
+
+
+def test_a_pattern_trigger_waits_for_the_whole_match(tokenizer):
+    grammar = Grammar.from_gbnf('root ::= "```" [a-z]* "\\n{\\"name\\": \\"" [a-z]+ "\\"}\\n```"')
+    trigger = Trigger(r'```[a-z]*\s*\{\s*"name"\s*:\s*"(?:get|put)"', anchored=True, pattern=True)
+    matcher = LazyGrammar(grammar, [trigger]).matcher(tokenizer)
+    feed(matcher, tokenizer, '```json\n{"name": "ge')
+    assert not matcher.triggered and matcher.allowed() is None  # not a known name yet
+    feed(matcher, tokenizer, 't"')
+    assert matcher.triggered  # held from the fence on
+    assert matcher.allowed() is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '```json\n{"name": "other"}\n```',  # names nothing the pattern knows
+        'See: ```json\n{"name": "get"}\n```',  # anchored: prose before it
+        '```json\n{"city": "Paris"}',  # no name at all
+    ],
+)
+def test_a_pattern_trigger_that_does_not_match_leaves_it_free(tokenizer, text):
+    grammar = Grammar.from_gbnf('root ::= "```" [a-z]* "\\n{\\"name\\": \\"" [a-z]+ "\\"}\\n```"')
+    trigger = Trigger(r'```[a-z]*\s*\{\s*"name"\s*:\s*"(?:get|put)"', anchored=True, pattern=True)
+    matcher = LazyGrammar(grammar, [trigger]).matcher(tokenizer)
+    feed(matcher, tokenizer, text)
+    assert not matcher.triggered
+
+
+def test_an_unanchored_pattern_counts_anywhere_and_past_a_refused_one(tokenizer):
+    matcher = LazyGrammar(CALL, [Trigger(r"<c[a-z]ll>", pattern=True)]).matcher(tokenizer)
+    feed(matcher, tokenizer, "write <call></call> like this")  # refused after the marker
+    assert not matcher.triggered
+    feed(matcher, tokenizer, " <call>")
+    assert matcher.triggered
