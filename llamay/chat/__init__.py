@@ -11,6 +11,7 @@ nothing of either.
 from __future__ import annotations
 
 from llamay.chat.answer import Answer, Event, answer_reader, reasoning_of
+from llamay.chat.calls import ToolCall
 from llamay.chat.constraints import (
     json_grammar,
     response_format_grammar,
@@ -28,7 +29,6 @@ from llamay.chat.prompt import (
     text_prompt,
 )
 from llamay.chat.reply import ChatResult, ChatStream, Usage, finish_reason_of
-from llamay.chat.toolcalls import ToolCall
 
 __all__ = [
     "Answer",

@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from llamay.chat.toolcalls import CallParser, ToolCall, ToolFormat, format_of
+from llamay.chat.calls import ToolCall
+from llamay.chat.toolcalls import CallParser, ToolFormat, format_of
 from llamay.engine import Model
 
 EventKind = Literal["text", "reasoning", "call"]
@@ -79,11 +80,7 @@ class Answer:
 
     def __post_init__(self) -> None:
         self._calls = CallParser(self.fmt, self.tools) if self.tools and self.fmt else None
-        self._markers: set[str] = set()
-        if self.fmt is not None:
-            self._markers.update(m for m in self.fmt.opening if m.startswith(("<|", "[")))
-            if self.fmt.closing:
-                self._markers.add(self.fmt.closing)
+        self._markers: set[str] = set(self.fmt.markers) if self.fmt is not None else set()
         if self.reasoning_kind == HARMONY:
             self._markers.update(_HARMONY_MARKERS)
         self._thinking = self.inside_thinking

@@ -17,7 +17,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llamay.chat.toolcalls import MISTRAL, format_of, function_of
+from llamay.chat.calls import function_of
+from llamay.chat.toolcalls import format_of
 from llamay.engine import Model
 from llamay.engine.generate import chat_prompt_ids
 from llamay.errors import ContextOverflow, InvalidRequest
@@ -77,8 +78,8 @@ def render_chat(
     template = model.chat_template
     fmt = format_of(template.source)
     native_tools = fmt.native
-    if fmt is MISTRAL:
-        messages = _mistral_ids(messages)
+    if fmt.short_ids:
+        messages = _short_ids(messages)
     if not native_tools:
         messages = _plain_conversation(messages, tools)
     system = [m for m in messages if m.get("role") == "system"]
@@ -180,7 +181,7 @@ def _plain_conversation(
     return merged
 
 
-def _mistral_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _short_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Mistral's template refuses call ids that are not 9 alphanumeric characters, and OpenAI
     clients send `call_...`: each id becomes 9 characters of its digest, the same in the call
     and in the result that answers it."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llamay.chat.answer import Answer, Event
-from llamay.chat.toolcalls import ToolCall
+from llamay.chat.calls import ToolCall
 from llamay.engine.generate import Generation
 
 

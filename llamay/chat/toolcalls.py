@@ -1,125 +1,101 @@
-"""Tool calls in the model's own convention: the table of call formats, keyed off the template.
+"""Tool calls in the model's own convention: the table of families, keyed off the template.
 
 A model calls a tool the way its chat template taught it, and that template also writes earlier
-calls back into the prompt in the same way. So the format is a property of the template, found
-by the markers its source writes:
+calls back into the prompt in the same way. So the family is a property of the template, found
+by the markers its source writes (`format_of`). Each family accepts the shapes its models are
+seen to write (syntaxes.py), as llama.cpp's parsers do; the first is the one its template
+teaches, which `required` and a named tool_choice hold the answer to.
 
-| format  | the template writes                         | a call is                                            |
-|---------|---------------------------------------------|------------------------------------------------------|
-| harmony | `<|channel|>` (gpt-oss)                     | `to=functions.NAME ... <|message|>{args}<|call|>`    |
-| mistral | `[TOOL_CALLS]`                              | `[TOOL_CALLS] [{"name", "arguments"}, ...]`         |
-| hermes  | `<tool_call>` (Qwen 2.5/3, the built-ins)   | `<tool_call>\\n{"name", "arguments"}\\n</tool_call>` |
-| llama3  | `<|python_tag|>` or `"parameters"` (3.1+)   | `{"name", "parameters"}`, maybe after `<|python_tag|>` |
-| json    | nothing about tools (Gemma, Llama 2, Phi)   | an answer that is `{"name", "arguments"}`            |
+| family | the template writes | the calls read (syntaxes.py) |
+|---|---|---|
+| harmony | `<|channel|>` (gpt-oss) | harmony |
+| mistral | `[TOOL_CALLS]` (Mistral 7B v0.3, Nemo) | mistral_list |
+| hermes | `<tool_call>` (Qwen 2.5/3, Hermes, the built-ins) | tool_call, function_tag, wrapped, fenced, bare_json |
+| llama3 | `<|python_tag|>` or `"parameters"` with Llama 3 headers | bare_json ("parameters"), python_tag, fenced |
+| json | nothing about tools (Gemma, Llama 2, Phi) | bare_json, fenced |
 
-Under tool_choice "auto" the answer is free text until the format's opening marker; from there
-a lazy grammar (grammar/lazy.py) holds it to calls whose arguments follow the tools' JSON
-schemas, up to the closing marker (then more calls, or the end). "required" and a named tool
-force a call from the first token: the same grammar, not lazy. Harmony's call sits in its
-message's header: the grammar holds the name, the header and the arguments. `CallParser` reads an answer as
-it streams: text before the first marker, then each call once it is complete.
+Under tool_choice "auto" the answer is free text until a call opens; from there a lazy grammar
+(grammar/lazy.py, built by `call_grammar`) holds it to calls whose arguments follow the tools'
+JSON schemas, then more calls or the end. `parse_calls` reads a whole answer, `CallParser` one
+that streams: text before a call goes out as it comes, a call is held until it is read, and
+what only looked like a call goes out as text after all.
 """
 
 from __future__ import annotations
 
-import json
-import re
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import regex
+
+from llamay.chat import syntaxes as s
+from llamay.chat.callgrammar import CallRules, alternatives
+from llamay.chat.calls import Offered, ToolCall, function_of, skip_space
 from llamay.errors import InvalidRequest
-from llamay.grammar import Grammar, json_schema
-from llamay.grammar.json_schema import literal
+from llamay.grammar import Grammar
 from llamay.grammar.lazy import LazyGrammar, Trigger
+
+__all__ = ["FORMATS", "CallParser", "ToolFormat", "call_grammar", "format_of", "parse_calls"]
 
 
 @dataclass(frozen=True)
 class ToolFormat:
-    """How one family of templates writes a tool call.
-
-    `opening`/`closing`: the markers around each call (closing "" where a call ends with its
-    JSON). `arguments_key`: the call object's key for the arguments. `native`: the template
-    renders tools and calls itself (else prompt.py writes them into the system message in
-    the bare JSON convention). `anchored`: the opening counts only at the answer's start.
-    `list_call`: the calls are one JSON list after the opening marker (Mistral)."""
+    """A family of templates and the call syntaxes its models write (the first is the one its
+    template teaches). `detect`: sets of markers, one of which the template's source holds
+    all of. `arguments_key`: the arguments' key in the family's own call objects. `native`: the
+    template renders tools and calls itself (else prompt.py writes them into the system
+    message). `short_ids`: its template wants call ids of 9 alphanumeric characters."""
 
     name: str
-    opening: tuple[str, ...]
-    closing: str
+    syntaxes: tuple[s.Syntax, ...]
+    detect: tuple[tuple[str, ...], ...] = ()
     arguments_key: str = "arguments"
     native: bool = True
-    anchored: bool = False
-    list_call: bool = False
+    short_ids: bool = False
+
+    @property
+    def markers(self) -> set[str]:
+        """The control tokens its calls are written with (read with their text)."""
+        return {marker for syntax in self.syntaxes for marker in syntax.markers}
 
 
-HERMES = ToolFormat("hermes", ("<tool_call>",), "</tool_call>")
-LLAMA3 = ToolFormat(
-    "llama3", ("<|python_tag|>", "{"), "", arguments_key="parameters", anchored=True
+HARMONY = ToolFormat("harmony", (s.HARMONY,), (("<|channel|>",),))
+MISTRAL = ToolFormat("mistral", (s.MISTRAL_LIST,), (("[TOOL_CALLS]",),), short_ids=True)
+HERMES = ToolFormat(
+    "hermes", (s.TOOL_CALL, s.FUNCTION_TAG, s.WRAPPED, s.FENCED, s.BARE_JSON), (("<tool_call>",),)
 )
-MISTRAL = ToolFormat("mistral", ("[TOOL_CALLS]",), "", list_call=True)
-HARMONY = ToolFormat("harmony", (" to=functions.", "to=functions."), "<|call|>")
-JSON = ToolFormat("json", ("{",), "", native=False, anchored=True)
+LLAMA3 = ToolFormat(
+    "llama3",
+    (s.BARE_JSON, s.PYTHON_TAG, s.FENCED),
+    (("<|python_tag|>",), ("<|start_header_id|>", "tools", '"parameters"')),
+    "parameters",
+)
+JSON = ToolFormat("json", (s.BARE_JSON, s.FENCED), native=False)
 
-FORMATS = {f.name: f for f in (HERMES, LLAMA3, MISTRAL, HARMONY, JSON)}
+# In the order they are tried: the first whose markers a template holds is its family.
+FORMATS = {
+    f.name: f
+    for f in (
+        HARMONY,
+        MISTRAL,
+        HERMES,
+        LLAMA3,
+        JSON,
+    )
+}
 
 
 def format_of(template_source: str) -> ToolFormat:
-    """The call format a chat template teaches (the module's table)."""
-    if "<|channel|>" in template_source:
-        return HARMONY
-    if "[TOOL_CALLS]" in template_source:
-        return MISTRAL
-    if "<tool_call>" in template_source:
-        return HERMES
-    if "<|python_tag|>" in template_source or (
-        "<|start_header_id|>" in template_source
-        and "tools" in template_source
-        and '"parameters"' in template_source
-    ):
-        return LLAMA3
+    """The call family a chat template teaches (the module's table); json for a template that
+    knows no tools."""
+    for fmt in FORMATS.values():
+        if any(all(marker in template_source for marker in group) for group in fmt.detect):
+            return fmt
     return JSON
 
 
-@dataclass
-class ToolCall:
-    """One call an answer makes: `arguments` as the JSON object the model wrote."""
-
-    name: str
-    arguments: dict[str, Any]
-    id: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.id:
-            self.id = secrets.token_hex(12)
-
-    @property
-    def arguments_json(self) -> str:
-        return json.dumps(self.arguments, ensure_ascii=False)
-
-
-# --- the functions a request offers -------------------------------------------------------------
-
-
-def function_of(tool: Any) -> dict[str, Any]:
-    """The function definition of an OpenAI tool ({"type": "function", "function": {...}})."""
-    function = tool.get("function") if isinstance(tool, Mapping) else None
-    if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
-        raise InvalidRequest(
-            "each tool must be {'type': 'function', 'function': {'name': ...}}", "tools"
-        )
-    return dict(function)
-
-
-def _call_schema(function: Mapping[str, Any], arguments_key: str) -> dict[str, Any]:
-    parameters = function.get("parameters") or {"type": "object", "properties": {}}
-    return {
-        "type": "object",
-        "properties": {"name": {"const": function["name"]}, arguments_key: parameters},
-        "required": ["name", arguments_key],
-        "additionalProperties": False,
-    }
+# --- grammars ----------------------------------------------------------------------------------
 
 
 def call_grammar(
@@ -132,10 +108,11 @@ def call_grammar(
     prefix: str = "",
 ) -> Grammar | LazyGrammar | None:
     """The grammar of the calls under tool_choice `choice` ("auto", "none", "required", or
-    "named" with `name`): None for "none"; for "auto" a lazy grammar that the format's opening
-    marker triggers; for "required"/"named" the same calls from the first token. `parallel`:
-    more than one call per answer. `prefix`: the answer's prefilled start (a marker there
-    triggers the grammar at once). GrammarError (400) for a schema it cannot enforce."""
+    "named" with `name`): None for "none"; for "auto" a lazy grammar that each syntax's opening
+    triggers, holding what follows to calls of the offered tools in any of the family's
+    syntaxes; for "required"/"named" the family's own syntax from the first token. `parallel`:
+    more than one call per answer. `prefix`: the answer's prefilled start (an opening there
+    triggers the grammar at once). GrammarError for a schema it cannot enforce."""
     if not tools or choice == "none":
         return None
     functions = [function_of(tool) for tool in tools]
@@ -147,235 +124,157 @@ def call_grammar(
             )
     elif choice not in ("auto", "required"):
         raise InvalidRequest(f"unknown tool_choice {choice!r}", "tool_choice")
-    if fmt is HARMONY:
-        return _harmony_grammar(functions, choice, prefix)
-    schemas = [_call_schema(f, fmt.arguments_key) for f in functions]
-    schema = {"anyOf": schemas} if len(schemas) > 1 else schemas[0]
-    body = Grammar.from_json_schema(schema).gbnf  # `root` is one call object
-    gbnf = body + _framing(fmt, parallel)
-    grammar = Grammar.from_gbnf(gbnf, root="llamay-calls")
+    rules = CallRules(functions, fmt.arguments_key, parallel)
+    syntaxes = fmt.syntaxes if choice == "auto" else fmt.syntaxes[:1]
+    block = alternatives([syntax.rules(rules) for syntax in syntaxes])
+    single = not parallel or any(syntax.single for syntax in syntaxes)
+    calls = block if single else f"{block} (llamay-ws {block})*"
     if choice != "auto":
-        return grammar
-    triggers = [Trigger(t, anchored=fmt.anchored and t == "{") for t in fmt.opening]
-    return LazyGrammar(grammar, triggers, prefix=prefix)
-
-
-def _framing(fmt: ToolFormat, parallel: bool) -> str:
-    """GBNF rules around `root` (one call object): the markers, and more calls if `parallel`."""
-    rules = "llamay-ws ::= [ \\n]?\n"
-    if fmt.list_call:
-        more = '("," " "? root)*' if parallel else ""
-        return rules + f'llamay-calls ::= {literal(fmt.opening[0])} " "? "[" root {more} "]"\n'
-    if fmt.closing:
-        one = f"{literal(fmt.opening[0])} llamay-ws root llamay-ws {literal(fmt.closing)}"
-        more = "(llamay-ws llamay-call)*" if parallel else ""
-        return rules + f"llamay-call ::= {one}\nllamay-calls ::= llamay-call {more}\n"
-    separator = '(";" | "\\n") " "?' if fmt is LLAMA3 else '"\\n"'
-    more = f"({separator} root)*" if parallel else ""
-    start = '"<|python_tag|>"? ' if fmt is LLAMA3 else ""
-    return rules + f"llamay-calls ::= {start}root {more}\n"
-
-
-# The header between a call's `to=functions.NAME` and its arguments, as gpt-oss writes it
-# (` <|constrain|>json<|message|>`) and as the template writes past calls
-# (`<|channel|>commentary json<|message|>`). Its markers are text to a grammar: gpt-oss's
-# vocabulary has them as tokens that are always rendered (tokenizer/vocab.py, as llama.cpp).
-# "json" follows a space or <|constrain|>, never the name itself: `get_timejson` would read
-# back as a call of a function of that name.
-_HARMONY_HEADER = (
-    'llamay-header ::= " "? ("<|channel|>commentary" " "?)? ("<|constrain|>" "json"? | " json")? '
-    '"<|message|>"\n'
-)
-
-
-def _harmony_grammar(
-    functions: list[dict[str, Any]], choice: str, prefix: str
-) -> Grammar | LazyGrammar:
-    """gpt-oss writes a call in its message's header, `to=functions.NAME`, and the arguments
-    after `<|message|>`; the call ends with `<|call|>`, an end of generation, so an answer
-    makes one call. Under auto the grammar waits for `to=functions.`; a forced call opens the
-    commentary channel from the first token."""
-    rules = {
-        f"llamay-args-{i}": f.get("parameters") or {"type": "object", "properties": {}}
-        for i, f in enumerate(functions)
+        forced = syntaxes[0].forced
+        root = f"{s.literal(forced)} {calls}" if forced else calls
+        return Grammar.from_gbnf(rules.gbnf(root), root="llamay-calls")
+    grammar = Grammar.from_gbnf(rules.gbnf(calls), root="llamay-calls")
+    offered = Offered.of(tools)
+    triggers = {
+        Trigger(syntax.trigger_for(offered), anchored=syntax.anchored, pattern=True)
+        for syntax in syntaxes
     }
-    calls = " | ".join(
-        f"{literal(f['name'])} llamay-header llamay-args-{i}" for i, f in enumerate(functions)
-    )
-    gbnf = (
-        json_schema.to_gbnf_rules(rules)
-        + _HARMONY_HEADER
-        + f'llamay-call ::= "to=functions." ({calls})\n'
-        + 'llamay-lazy ::= " "? llamay-call\n'
-        + 'llamay-forced ::= "<|channel|>commentary " llamay-call\n'
-    )
-    if choice == "auto":
-        grammar = Grammar.from_gbnf(gbnf, root="llamay-lazy")
-        triggers = [Trigger(t) for t in HARMONY.opening]
-        return LazyGrammar(grammar, triggers, prefix=prefix)
-    return Grammar.from_gbnf(gbnf, root="llamay-forced")
+    return LazyGrammar(grammar, sorted(triggers, key=lambda t: t.text), prefix=prefix)
 
 
-# --- reading an answer ----------------------------------------------------------------------------
-
-_HARMONY_CALL = re.compile(
-    r"to=functions\.([A-Za-z0-9_.\-]+)[^<]*(?:<\|channel\|>[^<]*)?(?:<\|constrain\|>[^<]*)?"
-    r"<\|message\|>(.*?)(?:<\|call\|>|$)",
-    re.S,
-)
+# --- reading an answer -------------------------------------------------------------------------
 
 
-def _objects(text: str) -> list[Any] | None:
-    """The JSON values `text` is made of, separated by whitespace, ";" or ","; None if it is
-    anything else."""
-    decoder = json.JSONDecoder()
-    values, at = [], 0
+class _Openings:
+    """Where calls of a family's syntaxes may open in a text, for one request's tools."""
+
+    def __init__(self, fmt: ToolFormat, offered: Offered) -> None:
+        self.syntaxes = [
+            (syntax, regex.compile(syntax.opening_for(offered), regex.S)) for syntax in fmt.syntaxes
+        ]
+        free = [p.pattern for syntax, p in self.syntaxes if not syntax.anchored]
+        anchored = [p.pattern for syntax, p in self.syntaxes if syntax.anchored]
+        self._free = regex.compile("|".join(f"(?:{p})" for p in free), regex.S) if free else None
+        self._anchored = (
+            regex.compile("|".join(f"(?:{p})" for p in anchored), regex.S) if anchored else None
+        )
+
+    def candidates(self, text: str, at: int, anchor: int | None) -> list[tuple[int, s.Syntax]]:
+        """(start, syntax) of each syntax's first opening from `at` on (an anchored one only at
+        `anchor`), earliest first, then in the table's order."""
+        found = []
+        for order, (syntax, pattern) in enumerate(self.syntaxes):
+            if syntax.anchored:
+                match = pattern.match(text, anchor) if anchor is not None else None
+            else:
+                match = pattern.search(text, at)
+            if match is not None:
+                found.append((match.start(), order, syntax))
+        return [(start, syntax) for start, _, syntax in sorted(found, key=lambda f: f[:2])]
+
+    def pending(self, text: str, at: int, anchor: int | None) -> tuple[int, bool] | None:
+        """Where the earliest opening, whole or still being written at the end of `text`,
+        begins from `at` on, and whether it is whole; None if none can."""
+        best: tuple[int, bool] | None = None
+        for pattern, start in ((self._anchored, anchor), (self._free, at)):
+            if pattern is None or start is None:
+                continue
+            search = pattern.match if pattern is self._anchored else pattern.search
+            match = search(text, start, partial=True)
+            if match is None or (match.partial and match.start() == len(text) > start):
+                continue
+            whole = not match.partial
+            if best is None or (match.start(), not whole) < (best[0], not best[1]):
+                best = (match.start(), whole)
+        return best
+
+
+def _read(text: str, openings: _Openings, offered: Offered) -> tuple[str, str, list[ToolCall]]:
+    """(the answer's text before its calls, the text after them, the calls), either text ""
+    where it is only whitespace. Calls follow each other, separated by whitespace only; an
+    opening that does not read as a call is text. A call of an anchored syntax makes the answer
+    calls only: with prose before or after it, it is all text."""
+    calls: list[ToolCall] = []
+    first = end = at = 0
+    anchored = False
     while True:
-        while at < len(text) and text[at] in " \t\r\n;,":
-            at += 1
-        if at == len(text):
-            return values
-        try:
-            value, at = decoder.raw_decode(text, at)
-        except (ValueError, RecursionError):
-            return None
-        values.append(value)
-
-
-def _as_call(value: Any, fmt: ToolFormat, names: set[str]) -> ToolCall | None:
-    if not isinstance(value, dict) or value.get("name") not in names:
-        return None
-    arguments = value.get(fmt.arguments_key, value.get("arguments", value.get("parameters", {})))
-    if isinstance(arguments, str):  # some models write the arguments as JSON text
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return None
-    if not isinstance(arguments, dict):
-        return None
-    return ToolCall(value["name"], arguments)
+        anchor = skip_space(text, end) if calls or at == 0 else None
+        candidates = openings.candidates(text, at, anchor)
+        read = None
+        for start, syntax in candidates:
+            if calls and text[end:start].strip():
+                break  # text after the calls: they are done
+            read = syntax.read(text, start, offered)
+            if read is not None:
+                anchored = anchored or syntax.anchored
+                break
+        if read is None:
+            if calls or not candidates:
+                break
+            at = candidates[0][0] + 1  # not a call: look past it
+            continue
+        if not calls:
+            first = start
+        calls += read[0]
+        end = at = read[1]
+    head, tail = text[:first], text[end:]
+    if not calls or (anchored and (head.strip() or tail.strip())):
+        return text, "", []
+    return (head if head.strip() else ""), (tail if tail.strip() else ""), calls
 
 
 def parse_calls(
     text: str, fmt: ToolFormat, tools: Sequence[Mapping[str, Any]]
 ) -> tuple[str, list[ToolCall]]:
-    """(the text before the first call, the calls) of a whole answer (control tokens written
-    out); calls that do not parse, or name no offered tool, leave the answer text."""
-    names = {function_of(tool)["name"] for tool in tools}
-    start = _opening_at(text, fmt)
-    if start is None:
-        return text, []
-    head, rest = text[:start], text[start:]
-    calls: list[ToolCall] = []
-    if fmt is HARMONY:
-        for match in _HARMONY_CALL.finditer(rest):
-            values = _objects(match.group(2).strip())
-            single = values and len(values) == 1 and isinstance(values[0], dict)
-            if single and match.group(1) in names:
-                calls.append(ToolCall(match.group(1), values[0]))
-        return (head, calls) if calls else (text, [])
-    if fmt.list_call:
-        body = rest[len(fmt.opening[0]) :]
-        values = _objects(body)
-        items = values[0] if values and len(values) == 1 and isinstance(values[0], list) else None
-        if items is None:
-            return text, []
-        calls = [c for c in (_as_call(v, fmt, names) for v in items) if c]
-        return (head, calls) if len(calls) == len(items) and calls else (text, [])
-    if fmt.closing:
-        pattern = re.compile(
-            re.escape(fmt.opening[0]) + r"(.*?)(?:" + re.escape(fmt.closing) + r"|$)", re.S
-        )
-        first = None
-        for match in pattern.finditer(rest):
-            values = _objects(match.group(1).strip())
-            call = _as_call(values[0], fmt, names) if values and len(values) == 1 else None
-            if call is None:
-                if calls:
-                    break
-                continue  # a marker written as prose (the lazy grammar let it pass)
-            first = match.start() if first is None else first
-            calls.append(call)
-        if first is None:
-            return text, []
-        return head + rest[:first], calls
-    body = rest.removeprefix("<|python_tag|>")
-    values = _objects(body)
-    if not values:
-        return text, []
-    calls = [c for c in (_as_call(v, fmt, names) for v in values) if c]
-    return (head, calls) if len(calls) == len(values) else (text, [])
-
-
-def _opening_at(text: str, fmt: ToolFormat) -> int | None:
-    lead = len(text) - len(text.lstrip())
-    found = []
-    for marker in fmt.opening:
-        if fmt.anchored and marker == "{":
-            if text[lead:].startswith("{"):
-                found.append(lead)
-        else:
-            at = text.find(marker)
-            if at >= 0:
-                found.append(at)
-    return min(found) if found else None
+    """(the text besides the calls, the calls) of a whole answer (control tokens written out);
+    calls that do not parse, or name no offered tool, stay text."""
+    offered = Offered.of(tools)
+    head, tail, calls = _read(text, _Openings(fmt, offered), offered)
+    return head + tail, calls
 
 
 class CallParser:
     """An answer read as it streams (text with control tokens written out): `push` returns
-    the text that is certainly not part of a call; once an opening marker appears, the rest
-    is held, and `finish` returns (the held text, if it was not calls after all; the calls)."""
+    the text that is certainly not part of a call; once a call opens, the rest is held, and
+    `finish` returns (the held text that was not calls; the calls)."""
 
     def __init__(self, fmt: ToolFormat, tools: Sequence[Mapping[str, Any]]) -> None:
         self.fmt = fmt
-        self.tools = tools
+        self._offered = Offered.of(tools)
+        self._openings = _Openings(fmt, self._offered)
         self._text = ""  # everything pushed
         self._released = 0  # how much of it went out as text
         self._calling = False
 
     @property
     def calling(self) -> bool:
-        """Whether an opening marker has appeared (the rest is held)."""
+        """Whether a call has opened (the rest is held)."""
         return self._calling
 
     def push(self, text: str) -> str:
         self._text += text
         if self._calling:
             return ""
-        pending = self._text[self._released :]
-        start = _opening_at(self._text, self.fmt)
-        if start is not None and start >= self._released:
-            self._calling = True
-            out = self._text[self._released : start]
-            self._released = start
-            return out
-        keep = self._undecided(pending)
-        out = pending[: len(pending) - keep]
-        self._released += len(out)
+        # an anchored syntax opens only an answer that is nothing but whitespace before it
+        blank = not self._text[: self._released].strip()
+        anchor = skip_space(self._text, 0) if blank else None
+        pending = self._openings.pending(self._text, self._released, anchor)
+        if pending is None:
+            start = len(self._text)
+        else:
+            start, self._calling = pending
+            if blank and start == anchor:
+                start = self._released  # hold the whitespace too: an answer that is calls
+        out = self._text[self._released : start]
+        self._released = start
         return out
-
-    def _undecided(self, pending: str) -> int:
-        """How much of the end of `pending` may still become an opening marker."""
-        if self.fmt.anchored and not self._text[: self._released].strip():
-            stripped = self._text.lstrip()
-            if not stripped:
-                return len(pending)  # only whitespace so far: the answer may yet open with "{"
-        keep = 0
-        for marker in self.fmt.opening:
-            if self.fmt.anchored and marker == "{":
-                continue
-            for n in range(min(len(pending), len(marker) - 1), 0, -1):
-                if pending.endswith(marker[:n]):
-                    keep = max(keep, n)
-                    break
-        return keep
 
     def finish(self) -> tuple[str, list[ToolCall]]:
         """(the rest of the text, the calls) at the end of the answer."""
         rest = self._text[self._released :]
         if not self._calling:
             return rest, []
-        head, calls = parse_calls(self._text, self.fmt, self.tools)
+        head, tail, calls = _read(self._text, self._openings, self._offered)
         if not calls:
             return rest, []
-        return head[self._released :], calls
+        return head[self._released :] + tail, calls

@@ -70,8 +70,14 @@ EXPECTED_FORMAT = {
     "microsoft-Phi-3.5-mini-instruct": "json",
     "mistralai-Mistral-7B-Instruct-v0.3": "mistral",
 }
-# What each format's answer opens with, as a prefill that drives the model to a call.
-OPENING = {"hermes": "<tool_call>\n", "llama3": "{", "mistral": "[TOOL_CALLS]", "json": "{"}
+# What each format's answer opens with, as a prefill that drives the model to a call (a bare
+# JSON call opens once it names a tool: the model writes the name).
+OPENING = {
+    "hermes": "<tool_call>\n",
+    "llama3": '{"name": "',
+    "mistral": "[TOOL_CALLS]",
+    "json": '{"name": "',
+}
 HISTORY = [
     {"role": "user", "content": "Weather in Rome?"},
     {
@@ -195,9 +201,7 @@ def test_a_call_after_the_opening_marker_is_held_to_the_schema(model, template):
     messages = [*ASK, {"role": "assistant", "content": OPENING[fmt.name]}]
     prefill = chat.prefill_of(messages)
     ids = chat.chat_prompt(model, messages, tools=[WEATHER, TIME])
-    grammar = chat.tool_grammar(
-        model, [WEATHER, TIME], "auto", parallel=False, prefill=prefill
-    )
+    grammar = chat.tool_grammar(model, [WEATHER, TIME], "auto", parallel=False, prefill=prefill)
     generation = model.generate(ids, max_tokens=60, temperature=0, grammar=grammar)
     answer = chat.answer_reader(model, ids, [WEATHER, TIME], prefill)
     events = [event for piece in generation.pieces() for event in answer.feed(piece)]
@@ -248,6 +252,43 @@ def test_openai_auto_call_streamed_as_deltas(oai):
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert "<tool_call>\n{" not in text
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+# The other shapes the Hermes family reads, each opened by a prefill up to the tool's name
+# (Gemma 3 270M writes the rest): fenced JSON is what Qwen2.5-Coder writes.
+HERMES_SHAPES = {
+    "fenced": '```json\n{"name": "get_weather"',
+    "wrapped": '<response>{"name": "get_weather"',
+    "function_tag": "<function=get_weather>",
+    "bare_json": '{"name": "get_weather"',
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("shape", sorted(HERMES_SHAPES))
+def test_openai_reads_each_hermes_shape_as_a_call(oai, shape, stream):
+    request = {
+        "model": "gemma3:270m",
+        "messages": [*ASK, {"role": "assistant", "content": HERMES_SHAPES[shape]}],
+        "tools": [WEATHER],
+        "parallel_tool_calls": False,
+        "temperature": 0,
+        "max_tokens": 60,
+    }
+    if stream:
+        chunks = list(oai.chat.completions.create(stream=True, **request))
+        deltas = [d for c in chunks if c.choices for d in (c.choices[0].delta.tool_calls or [])]
+        name = deltas[0].function.name
+        arguments = "".join(d.function.arguments or "" for d in deltas)
+        content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        finish = chunks[-1].choices[0].finish_reason
+    else:
+        [choice] = oai.chat.completions.create(**request).choices
+        [call] = choice.message.tool_calls
+        name, arguments = call.function.name, call.function.arguments
+        content, finish = choice.message.content or "", choice.finish_reason
+    assert (name, finish, content) == ("get_weather", "tool_calls", "")
+    jsonschema.validate(json.loads(arguments), SCHEMA)
 
 
 def test_openai_parallel_calls(oai):

@@ -1,0 +1,343 @@
+"""The ways models write tool calls, each read back and held by a grammar in one place.
+
+A `Syntax` is one shape of call, as llama.cpp's chat parsers accept them: its `opening` (a
+regular expression for the `regex` module: the text that opens a call of this shape, up to the
+tool's name where the shape has no marker of its own; `{names}` stands for the offered tools'
+names), `read` (the calls written from an opening on, and where they end; None if the text is
+not a call after all), `rules` (the GBNF of one block of these calls, built with
+callgrammar.CallRules) and `trigger` (what turns the lazy grammar on: the opening, or just its
+marker, so that the grammar holds the name too). An `anchored` syntax counts only where the
+answer starts, or right after earlier calls: a bare or fenced JSON object is a call when the
+answer is that object, not when prose shows one. `markers` are the control tokens the syntax is
+written with, read with their text.
+
+| syntax | a call is |
+|---|---|
+| tool_call | `<tool_call>{"name", "arguments"}</tool_call>` (Hermes, Qwen 2.5/3) |
+| function_tag | `<function=NAME>{arguments}</function>` or `<function name="NAME">` |
+| wrapped | `{"name", "arguments"}` in `<function_call>`, `<tools>`, `<tool>`, `<response>`, `<json>`, `<xml>` or `<JSON>` |
+| fenced | a ```` ```json ```` (or ```` ```xml ````, bare ```` ``` ````) block holding a call object, or a list of them, maybe wrapped as above: what Qwen2.5-Coder writes |
+| bare_json | an answer that is `{"name", "arguments"}` (or `"parameters"`, Llama 3.x), one or more |
+| python_tag | Llama 3.1's `<|python_tag|>` before such objects |
+| mistral_list | `[TOOL_CALLS] [{"name", "arguments"}, ...]` (Mistral 7B v0.3, Nemo) |
+| harmony | gpt-oss: `to=functions.NAME`, a header, `<|message|>{arguments}<|call|>` |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+from llamay.chat.callgrammar import CallRules, alternatives, literal
+from llamay.chat.calls import Offered, ToolCall, json_at, json_values, skip_space
+
+Read = tuple[list[ToolCall], int]
+Reader = Callable[[str, int, Offered], "Read | None"]
+RuleMaker = Callable[[CallRules], str]
+
+
+@dataclass(frozen=True)
+class Syntax:
+    """One shape of tool call (the module docstring)."""
+
+    name: str
+    opening: str
+    read: Reader
+    rules: RuleMaker
+    anchored: bool = False
+    markers: tuple[str, ...] = ()
+    # what turns the lazy grammar on (a regular expression); "": the opening
+    trigger: str = ""
+    # the forced grammar's start, before a block (Harmony opens its commentary channel)
+    forced: str = ""
+    # one call per answer (Harmony's call ends the generation)
+    single: bool = False
+
+    def opening_for(self, offered: Offered) -> str:
+        return self.opening.replace("{names}", offered.names_pattern())
+
+    def trigger_for(self, offered: Offered) -> str:
+        return (self.trigger or self.opening).replace("{names}", offered.names_pattern())
+
+
+def _escape(text: str) -> str:
+    """`text` as a regular expression of itself (non-ASCII left as it is: the lazy grammar
+    matches its triggers on UTF-8 bytes)."""
+    return regex.escape(text, special_only=True)
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+# the keys a call object may hold its arguments under (Llama 3.x writes "parameters")
+ARGUMENT_KEYS = ("arguments", "parameters")
+
+
+def _closing(text: str, at: int, tag: str) -> int | None:
+    """Where a block ends: after `tag` (whitespace before it allowed), or at the end of the
+    text when nothing but whitespace is left (a call the generation ended before closing)."""
+    at = skip_space(text, at)
+    if text.startswith(tag, at):
+        return at + len(tag)
+    return len(text) if at == len(text) else None
+
+
+def _one_json_call(text: str, at: int, offered: Offered) -> tuple[ToolCall, int] | None:
+    found = json_at(text, at)
+    if found is None:
+        return None
+    call = offered.call_object(found[0], argument_keys=ARGUMENT_KEYS)
+    return (call, found[1]) if call else None
+
+
+def _json_calls(value: Any, offered: Offered, name_key: str = "name") -> list[ToolCall] | None:
+    """The calls of a JSON object or a list of them; None unless every one is a call."""
+    calls = []
+    for item in value if isinstance(value, list) else [value]:
+        call = offered.call_object(item, name_key, ARGUMENT_KEYS)
+        if call is None:
+            return None
+        calls.append(call)
+    return calls or None
+
+
+_TOOL_CALL = "<tool_call>"
+
+
+def _read_tool_call(text: str, start: int, offered: Offered) -> Read | None:
+    one = _one_json_call(text, start + len(_TOOL_CALL), offered)
+    if one is None:
+        return None
+    end = _closing(text, one[1], "</tool_call>")
+    return ([one[0]], end) if end is not None else None
+
+
+_FUNCTION_TAG = regex.compile(r'<function(?:=([^>\n]+)|\s+name="([^"\n]+)")>')
+
+
+def _read_function(text: str, start: int, offered: Offered) -> Read | None:
+    """`<function=NAME>` then JSON arguments, `</function>`."""
+    tag = _FUNCTION_TAG.match(text, start)
+    if tag is None:
+        return None
+    name = (tag.group(1) or tag.group(2)).strip()
+    if name not in offered.functions:
+        return None
+    found = json_at(text, tag.end())
+    if found is None:
+        return None
+    call = offered.call(name, found[0])
+    end = _closing(text, found[1], "</function>")
+    return ([call], end) if call is not None and end is not None else None
+
+
+WRAPPERS = ("function_call", "tools", "tool", "response", "json", "xml", "JSON")
+_WRAPPER = regex.compile(r"<(" + "|".join(WRAPPERS) + r")>")
+
+
+def _read_wrapped(text: str, start: int, offered: Offered) -> Read | None:
+    tag = _WRAPPER.match(text, start)
+    if tag is None:
+        return None
+    one = _one_json_call(text, tag.end(), offered)
+    if one is None:
+        return None
+    end = _closing(text, one[1], f"</{tag.group(1)}>")
+    return ([one[0]], end) if end is not None else None
+
+
+_FENCE = regex.compile(r"```(?:json|xml|tool_call)?[ \t]*\n")
+_FENCED_WRAPPER = regex.compile(r"<(tool_call|" + "|".join(WRAPPERS) + r")>")
+
+
+def _read_fenced(text: str, start: int, offered: Offered) -> Read | None:
+    fence = _FENCE.match(text, start)
+    if fence is None:
+        return None
+    at = skip_space(text, fence.end())
+    tag = _FENCED_WRAPPER.match(text, at)
+    found = json_at(text, tag.end() if tag else at)
+    if found is None:
+        return None
+    calls = _json_calls(found[0], offered)
+    end: int | None = found[1]
+    if tag is not None:
+        end = _closing(text, found[1], f"</{tag.group(1)}>")
+    end = _closing(text, end, "```") if end is not None else None
+    return (calls, end) if calls and end is not None else None
+
+
+def _read_bare(text: str, start: int, offered: Offered) -> Read | None:
+    values, end = json_values(text, start, ";,")
+    calls: list[ToolCall] = []
+    for value in values:
+        found = _json_calls(value, offered)
+        if found is None:
+            return None
+        calls += found
+    return (calls, end) if calls else None
+
+
+_PYTHON_TAG = "<|python_tag|>"
+
+
+def _read_python_tag(text: str, start: int, offered: Offered) -> Read | None:
+    return _read_bare(text, start + len(_PYTHON_TAG), offered)
+
+
+_TOOL_CALLS = "[TOOL_CALLS]"
+
+
+def _read_mistral_list(text: str, start: int, offered: Offered) -> Read | None:
+    found = json_at(text, start + len(_TOOL_CALLS))
+    if found is None or not isinstance(found[0], list):
+        return None
+    calls = _json_calls(found[0], offered)
+    return (calls, found[1]) if calls else None
+
+
+_HARMONY_CALL = regex.compile(
+    r" ?to=functions\.([A-Za-z0-9_.\-]+)[^<]*(?:<\|channel\|>[^<]*)?(?:<\|constrain\|>[^<]*)?"
+    r"<\|message\|>(.*?)(?:<\|call\|>|$)",
+    regex.S,
+)
+
+
+def _read_harmony(text: str, start: int, offered: Offered) -> Read | None:
+    match = _HARMONY_CALL.match(text, start)
+    if match is None:
+        return None
+    values, end = json_values(match.group(2), 0)
+    if len(values) != 1 or match.group(2)[end:].strip():
+        return None
+    call = offered.call(match.group(1), values[0])
+    return ([call], match.end()) if call else None
+
+
+# --- grammars ----------------------------------------------------------------------------------
+
+WS = "llamay-ws"  # optional whitespace between the parts of a block (callgrammar.CallRules)
+
+
+def _tool_call_rules(rules: CallRules) -> str:
+    return f'"<tool_call>" {WS} {rules.json_call()} {WS} "</tool_call>"'
+
+
+def _function_rules(rules: CallRules) -> str:
+    """`<function=NAME>` with its JSON arguments, for each function."""
+    return alternatives(
+        [
+            f'"<function=" {literal(name)} ">" {WS} {arguments} {WS} "</function>"'
+            for _, name, arguments in rules.functions()
+        ]
+    )
+
+
+def _wrapped_rules(rules: CallRules, tags: tuple[str, ...] = WRAPPERS) -> str:
+    call = rules.json_call()
+    return alternatives([f'"<{tag}>" {WS} {call} {WS} "</{tag}>"' for tag in tags])
+
+
+def _fenced_rules(rules: CallRules) -> str:
+    wrapped = _wrapped_rules(rules, ("tool_call", *WRAPPERS))
+    inner = alternatives([_bare_rules(rules), wrapped])
+    return f'"```" ("json" | "xml" | "tool_call")? "\\n" {WS} {inner} {WS} "```"'
+
+
+def _bare_rules(rules: CallRules) -> str:
+    """A call object, or a list of them (parallel calls)."""
+    call = rules.json_call()
+    if not rules.parallel:
+        return call
+    return f'({call} | "[" {WS} {call} ("," {WS} {call})* {WS} "]")'
+
+
+def _python_tag_rules(rules: CallRules) -> str:
+    return f'"<|python_tag|>" {rules.json_call()}'
+
+
+def _mistral_list_rules(rules: CallRules) -> str:
+    item = rules.json_call()
+    more = f'("," {WS} {item})*' if rules.parallel else ""
+    return f'"[TOOL_CALLS]" " "? "[" {WS} {item} {more} {WS} "]"'
+
+
+# The header between a call's `to=functions.NAME` and its arguments, as gpt-oss writes it
+# (` <|constrain|>json<|message|>`) and as the template writes past calls
+# (`<|channel|>commentary json<|message|>`). Its markers are text to a grammar: gpt-oss's
+# vocabulary has them as tokens that are always rendered (tokenizer/vocab.py, as llama.cpp).
+# "json" follows a space or <|constrain|>, never the name itself: `get_timejson` would read
+# back as a call of a function of that name.
+_HARMONY_HEADER = (
+    '" "? ("<|channel|>commentary" " "?)? ("<|constrain|>" "json"? | " json")? "<|message|>"'
+)
+
+
+def _harmony_rules(rules: CallRules) -> str:
+    calls = alternatives(
+        [
+            f"{literal(name)} {_HARMONY_HEADER} {arguments}"
+            for _, name, arguments in rules.functions()
+        ]
+    )
+    return f'" "? "to=functions." {calls}'
+
+
+# --- the syntaxes ------------------------------------------------------------------------------
+
+_NAMED_JSON = r'\{\s*(?:"type"\s*:\s*"function"\s*,\s*)?"name"\s*:\s*"{names}"'
+
+TOOL_CALL = Syntax(
+    "tool_call",
+    _escape(_TOOL_CALL) + r"\s*" + _NAMED_JSON,
+    _read_tool_call,
+    _tool_call_rules,
+    trigger=_escape(_TOOL_CALL),
+)
+FUNCTION_TAG = Syntax(
+    "function_tag", r'<function(?:={names}>|\s+name="{names}">)', _read_function, _function_rules
+)
+WRAPPED = Syntax(
+    "wrapped", r"<(?:" + "|".join(WRAPPERS) + r")>\s*" + _NAMED_JSON, _read_wrapped, _wrapped_rules
+)
+FENCED = Syntax(
+    "fenced",
+    r"```(?:json|xml|tool_call)?[ \t]*\n\s*(?:<(?:tool_call|" + "|".join(WRAPPERS) + r")>\s*)?"
+    r"(?:\[\s*)?" + _NAMED_JSON,
+    _read_fenced,
+    _fenced_rules,
+    anchored=True,
+)
+BARE_JSON = Syntax(
+    "bare_json",
+    r"(?:\[\s*)?" + _NAMED_JSON,
+    _read_bare,
+    _bare_rules,
+    anchored=True,
+)
+PYTHON_TAG = Syntax(
+    "python_tag",
+    _escape(_PYTHON_TAG),
+    _read_python_tag,
+    _python_tag_rules,
+    markers=(_PYTHON_TAG,),
+)
+MISTRAL_LIST = Syntax(
+    "mistral_list",
+    _escape(_TOOL_CALLS) + r"\s*\[",
+    _read_mistral_list,
+    _mistral_list_rules,
+    markers=(_TOOL_CALLS,),
+    trigger=_escape(_TOOL_CALLS),
+)
+HARMONY = Syntax(
+    "harmony",
+    r" ?to=functions\.",
+    _read_harmony,
+    _harmony_rules,
+    markers=("<|call|>",),
+    forced="<|channel|>commentary",
+    single=True,
+)
