@@ -2,7 +2,8 @@
 
 Each syntax writes the rule of one block of its calls in terms of `CallRules`: a function's
 arguments (a rule per function, from its JSON schema), call objects that name a function
-(`{"name": ..., "arguments": ...}` with the family's keys). The JSON schemas are converted together at the end, so that every rule under them
+(`{"name": ..., "arguments": ...}` with the family's keys), and Qwen3-Coder's parameters written
+one by one. The JSON schemas are converted together at the end, so that every rule under them
 is named apart.
 """
 
@@ -20,6 +21,10 @@ __all__ = ["CallRules", "alternatives", "literal"]
 # Whitespace between the parts of a block and between blocks: a few spaces, and up to two line
 # breaks, each with an indent (so that a model cannot pad forever).
 WHITESPACE = '[ \\t]{0,4} ("\\n" [ \\t]{0,20}){0,2}'
+# A parameter's text (Qwen3-Coder writes string parameters raw): anything but `</`, so that
+# `</parameter>` ends it; with a maxLength, that many characters but `<`, so that they count.
+PARAMETER_TEXT = '([^<] | "<" [^/])*'
+BOUNDED_TEXT = "[^<]"
 
 
 def alternatives(expressions: Sequence[str]) -> str:
@@ -90,6 +95,35 @@ class CallRules:
         self._objects[signature] = rule
         return rule
 
+    def xml_parameters(self, index: int) -> str:
+        """The rule of function `index`'s arguments as Qwen3-Coder writes them:
+        `<parameter=KEY>\\nVALUE\\n</parameter>` for each property, in the schema's order, the
+        required ones present; a string's value raw, others as JSON of their schema."""
+        rule = f"llamay-parameters-{index}"
+        if rule in self._rules:
+            return rule
+        schema = _parameters(self._functions[index])
+        properties = schema.get("properties")
+        required = set(schema.get("required") or ())
+        self._rules["llamay-text"] = PARAMETER_TEXT
+        if not isinstance(properties, Mapping) or not properties:
+            any_key = '"<parameter=" [a-zA-Z0-9_.-]+ ">" "\\n"? llamay-text "</parameter>"'
+            self._rules[rule] = f"({any_key} llamay-ws)*"
+            return rule
+        parts = []
+        for j, (key, value_schema) in enumerate(properties.items()):
+            value = _raw_value(value_schema)
+            if value is None:
+                value = f"llamay-value-{index}-{j}"
+                self._schemas[value] = value_schema
+            one = (
+                f'"<parameter=" {literal(str(key))} ">" "\\n"? {value} "\\n"? "</parameter>" '
+                "llamay-ws"
+            )
+            parts.append(one if key in required else f"({one})?")
+        self._rules[rule] = " ".join(parts)
+        return rule
+
     def gbnf(self, root: str) -> str:
         """The grammar: the rules built so far and `llamay-calls ::= root`."""
         converted = json_schema.to_gbnf_rules(self._schemas) if self._schemas else ""
@@ -99,3 +133,19 @@ class CallRules:
 
 def _parameters(function: Mapping[str, Any]) -> Any:
     return function.get("parameters") or {"type": "object", "properties": {}}
+
+
+def _raw_value(schema: Any) -> str | None:
+    """The GBNF of a parameter written as raw text (a string: its enum's or const's values, or
+    any text), or None for one written as JSON."""
+    if not isinstance(schema, Mapping):
+        return None
+    values = schema.get("enum", [schema["const"]] if "const" in schema else None)
+    if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
+        return alternatives([literal(v) for v in values])
+    if schema.get("type") != "string":
+        return None
+    longest = schema.get("maxLength")
+    if isinstance(longest, int) and not isinstance(longest, bool) and 0 <= longest < 1 << 16:
+        return f"{BOUNDED_TEXT}{{0,{longest}}}"
+    return "llamay-text"

@@ -14,7 +14,8 @@ written with, read with their text.
 | syntax | a call is |
 |---|---|
 | tool_call | `<tool_call>{"name", "arguments"}</tool_call>` (Hermes, Qwen 2.5/3) |
-| function_tag | `<function=NAME>{arguments}</function>` or `<function name="NAME">` |
+| qwen_xml | `<tool_call><function=NAME><parameter=KEY>value</parameter>...</function></tool_call>` (Qwen3-Coder: a string's value raw, others JSON) |
+| function_tag | `<function=NAME>{arguments}</function>` or `<function name="NAME">`, or Qwen3-Coder's parameters inside |
 | wrapped | `{"name", "arguments"}` in `<function_call>`, `<tools>`, `<tool>`, `<response>`, `<json>`, `<xml>` or `<JSON>` |
 | fenced | a ```` ```json ```` (or ```` ```xml ````, bare ```` ``` ````) block holding a call object, or a list of them, maybe wrapped as above: what Qwen2.5-Coder writes |
 | bare_json | an answer that is `{"name", "arguments"}` (or `"parameters"`, Llama 3.x), one or more |
@@ -25,6 +26,7 @@ written with, read with their text.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -107,30 +109,64 @@ _TOOL_CALL = "<tool_call>"
 
 
 def _read_tool_call(text: str, start: int, offered: Offered) -> Read | None:
-    one = _one_json_call(text, start + len(_TOOL_CALL), offered)
-    if one is None:
-        return None
-    end = _closing(text, one[1], "</tool_call>")
-    return ([one[0]], end) if end is not None else None
+    at = skip_space(text, start + len(_TOOL_CALL))
+    if text.startswith("<function", at):
+        found = _read_function(text, at, offered)
+        if found is None:
+            return None
+        calls, at = found
+    else:
+        one = _one_json_call(text, at, offered)
+        if one is None:
+            return None
+        calls, at = [one[0]], one[1]
+    end = _closing(text, at, "</tool_call>")
+    return (calls, end) if end is not None else None
 
 
 _FUNCTION_TAG = regex.compile(r'<function(?:=([^>\n]+)|\s+name="([^"\n]+)")>')
+_PARAMETER = regex.compile(r"\s*<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", regex.S)
 
 
 def _read_function(text: str, start: int, offered: Offered) -> Read | None:
-    """`<function=NAME>` then JSON arguments, `</function>`."""
+    """`<function=NAME>` then JSON arguments or Qwen3-Coder's parameters, `</function>`."""
     tag = _FUNCTION_TAG.match(text, start)
     if tag is None:
         return None
     name = (tag.group(1) or tag.group(2)).strip()
     if name not in offered.functions:
         return None
-    found = json_at(text, tag.end())
-    if found is None:
-        return None
-    call = offered.call(name, found[0])
-    end = _closing(text, found[1], "</function>")
+    at = skip_space(text, tag.end())
+    if text.startswith("{", at):
+        found = json_at(text, at)
+        if found is None:
+            return None
+        call, at = offered.call(name, found[0]), found[1]
+    else:
+        arguments: dict[str, Any] = {}
+        properties = offered.parameters(name).get("properties") or {}
+        while parameter := _PARAMETER.match(text, at):
+            key = parameter.group(1).strip()
+            arguments[key] = _parameter_value(parameter.group(2), properties.get(key))
+            at = parameter.end()
+        call = offered.call(name, arguments)
+    end = _closing(text, at, "</function>")
     return ([call], end) if call is not None and end is not None else None
+
+
+def _parameter_value(raw: str, schema: Any) -> Any:
+    """A parameter written as text, as its schema types it: a string stays text; a number,
+    boolean, array or object is read as JSON (and stays text if it is not JSON)."""
+    schema = schema if isinstance(schema, dict) else {}
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    values = schema.get("enum", [schema["const"]] if "const" in schema else [])
+    if "string" in kinds or (values and all(isinstance(v, str) for v in values)):
+        return raw
+    try:
+        return json.loads(raw.strip())
+    except (ValueError, RecursionError):
+        return raw
 
 
 WRAPPERS = ("function_call", "tools", "tool", "response", "json", "xml", "JSON")
@@ -225,14 +261,18 @@ def _tool_call_rules(rules: CallRules) -> str:
     return f'"<tool_call>" {WS} {rules.json_call()} {WS} "</tool_call>"'
 
 
-def _function_rules(rules: CallRules) -> str:
-    """`<function=NAME>` with its JSON arguments, for each function."""
-    return alternatives(
-        [
-            f'"<function=" {literal(name)} ">" {WS} {arguments} {WS} "</function>"'
-            for _, name, arguments in rules.functions()
-        ]
-    )
+def _qwen_xml_rules(rules: CallRules) -> str:
+    return f'"<tool_call>" {WS} {_function_rules(rules, json=False)} {WS} "</tool_call>"'
+
+
+def _function_rules(rules: CallRules, json: bool = True) -> str:
+    """`<function=NAME>` with its parameters (or with `json` JSON arguments too), for each
+    function."""
+    each = []
+    for i, name, arguments in rules.functions():
+        body = f"({arguments} | {rules.xml_parameters(i)})" if json else rules.xml_parameters(i)
+        each.append(f'"<function=" {literal(name)} ">" {WS} {body} {WS} "</function>"')
+    return alternatives(each)
 
 
 def _wrapped_rules(rules: CallRules, tags: tuple[str, ...] = WRAPPERS) -> str:
@@ -294,6 +334,13 @@ TOOL_CALL = Syntax(
     _escape(_TOOL_CALL) + r"\s*" + _NAMED_JSON,
     _read_tool_call,
     _tool_call_rules,
+    trigger=_escape(_TOOL_CALL),
+)
+QWEN_XML = Syntax(
+    "qwen_xml",
+    _escape(_TOOL_CALL) + r"\s*<function={names}>",
+    _read_tool_call,
+    _qwen_xml_rules,
     trigger=_escape(_TOOL_CALL),
 )
 FUNCTION_TAG = Syntax(

@@ -10,7 +10,8 @@ teaches, which `required` and a named tool_choice hold the answer to.
 |---|---|---|
 | harmony | `<|channel|>` (gpt-oss) | harmony |
 | mistral | `[TOOL_CALLS]` (Mistral 7B v0.3, Nemo) | mistral_list |
-| hermes | `<tool_call>` (Qwen 2.5/3, Hermes, the built-ins) | tool_call, function_tag, wrapped, fenced, bare_json |
+| qwen3_coder | `<function=` and `<parameter=` (Qwen3-Coder) | qwen_xml, then as hermes |
+| hermes | `<tool_call>` (Qwen 2.5/3, Hermes, the built-ins) | tool_call, qwen_xml, function_tag, wrapped, fenced, bare_json |
 | llama3 | `<|python_tag|>` or `"parameters"` with Llama 3 headers | bare_json ("parameters"), python_tag, fenced |
 | json | nothing about tools (Gemma, Llama 2, Phi) | bare_json, fenced |
 
@@ -60,11 +61,13 @@ class ToolFormat:
         return {marker for syntax in self.syntaxes for marker in syntax.markers}
 
 
+_HERMES_REST = (s.FUNCTION_TAG, s.WRAPPED, s.FENCED, s.BARE_JSON)
 HARMONY = ToolFormat("harmony", (s.HARMONY,), (("<|channel|>",),))
 MISTRAL = ToolFormat("mistral", (s.MISTRAL_LIST,), (("[TOOL_CALLS]",),), short_ids=True)
-HERMES = ToolFormat(
-    "hermes", (s.TOOL_CALL, s.FUNCTION_TAG, s.WRAPPED, s.FENCED, s.BARE_JSON), (("<tool_call>",),)
+QWEN3_CODER = ToolFormat(
+    "qwen3_coder", (s.QWEN_XML, s.TOOL_CALL, *_HERMES_REST), (("<function=", "<parameter="),)
 )
+HERMES = ToolFormat("hermes", (s.TOOL_CALL, s.QWEN_XML, *_HERMES_REST), (("<tool_call>",),))
 LLAMA3 = ToolFormat(
     "llama3",
     (s.BARE_JSON, s.PYTHON_TAG, s.FENCED),
@@ -79,6 +82,7 @@ FORMATS = {
     for f in (
         HARMONY,
         MISTRAL,
+        QWEN3_CODER,
         HERMES,
         LLAMA3,
         JSON,

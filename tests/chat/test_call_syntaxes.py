@@ -111,6 +111,19 @@ CALLS = [
         "",
         [PARIS],
     ),
+    (
+        "qwen3_coder",
+        "I will check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+        "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+        "I will check.\n",
+        [("get_weather", {"city": "Paris", "days": 3})],
+    ),
+    (
+        "qwen3_coder",
+        "<function=get_weather>\n<parameter=city>\n12\n</parameter>\n</function>",
+        "",
+        [("get_weather", {"city": "12"})],
+    ),
     ("llama3", '{"name": "get_weather", "parameters": {"city": "Paris"}}', "", [PARIS]),
     (
         "llama3",
@@ -247,6 +260,10 @@ HELD = [
         "hermes",
         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
     ),
+    (
+        "hermes",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+    ),
     ("hermes", '<function=get_weather>{"city": "Paris"}</function>'),
     ("hermes", '<response>{"name": "get_time", "arguments": {"zone": "CET"}}</response>'),
     (
@@ -281,6 +298,10 @@ def test_the_auto_grammar_holds_each_shape_from_its_opening(fmt, text):
     ("fmt", "text"),
     [
         ("hermes", '<tool_call>\n{"name": "get_time", "arguments": {"zone": "CET"}}\n</tool_call>'),
+        (
+            "qwen3_coder",
+            "<tool_call>\n<function=get_time>\n<parameter=zone>\nCET\n</parameter>\n</function>\n</tool_call>",
+        ),
         ("llama3", '{"name": "get_time", "parameters": {"zone": "CET"}}'),
         ("json", '{"name": "get_time", "arguments": {"zone": "CET"}}'),
         ("mistral", '[TOOL_CALLS] [{"name": "get_time", "arguments": {"zone": "CET"}}]'),
@@ -300,6 +321,11 @@ def test_a_forced_call_is_the_familys_own_shape(fmt, text):
 def test_forced_calls_hold_the_arguments_to_the_schema():
     grammar = call_grammar(FORMATS["hermes"], TOOLS, "required")
     assert not grammar.accepts('<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>')
+    qwen = call_grammar(FORMATS["qwen3_coder"], [WEATHER], "required")
+    one = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n{}</function>\n</tool_call>"
+    assert qwen.accepts(one.format("<parameter=unit>\ncelsius\n</parameter>\n"))
+    assert not qwen.accepts(one.format("<parameter=unit>\nkelvin\n</parameter>\n"))
+    assert not qwen.accepts(one.format("<parameter=days>\nthree\n</parameter>\n"))
 
 
 # --- the lazy grammar's triggers, token by token ---------------------------------------------
@@ -330,6 +356,11 @@ def _triggered(fmt, text, tokenizer):
         ("hermes", 'See ```json\n{"name": "get_weather", "arguments": {}}\n```', False),
         ("hermes", '```json\n{"city": "Paris"}\n```', False),
         ("json", '{\n  "name": "get_time"', True),
+        (
+            "qwen3_coder",
+            "<tool_call>\n<function=get_time>\n<parameter=zone>\nCET\n</parameter>\n",
+            True,
+        ),
     ],
 )
 def test_each_opening_turns_the_grammar_on_and_others_do_not(fmt, text, triggered, tokenizer):
@@ -355,6 +386,7 @@ def test_once_on_the_grammar_holds_the_arguments(tokenizer):
 # --- the templates' families, and calls written back in them --------------------------------
 
 FAMILY_OF = {
+    "Qwen-Qwen3-Coder-30B-A3B-Instruct": "qwen3_coder",
     "Qwen-Qwen2.5-7B-Instruct": "hermes",
     "Qwen-Qwen3-0.6B": "hermes",
     "mistralai-Mistral-7B-Instruct-v0.3": "mistral",
