@@ -20,7 +20,8 @@ written with, read with their text.
 | fenced | a ```` ```json ```` (or ```` ```xml ````, bare ```` ``` ````) block holding a call object, or a list of them, maybe wrapped as above: what Qwen2.5-Coder writes |
 | bare_json | an answer that is `{"name", "arguments"}` (or `"parameters"`, Llama 3.x), one or more |
 | python_tag | Llama 3.1's `<|python_tag|>` before such objects |
-| mistral_list | `[TOOL_CALLS] [{"name", "arguments"}, ...]` (Mistral 7B v0.3, Nemo) |
+| mistral_list | `[TOOL_CALLS] [{"name", "arguments", "id"?}, ...]` (Mistral 7B v0.3, Nemo) |
+| mistral_named | `[TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{arguments}`, the id optional (Mistral Small 3.2, Devstral) |
 | harmony | gpt-oss: `to=functions.NAME`, a header, `<|message|>{arguments}<|call|>` |
 """
 
@@ -234,6 +235,22 @@ def _read_mistral_list(text: str, start: int, offered: Offered) -> Read | None:
     return (calls, found[1]) if calls else None
 
 
+_MISTRAL_NAMED = regex.compile(
+    r"\[TOOL_CALLS\]\s*([^\[\s]+)\s*(?:\[CALL_ID\]\s*([^\[\s]+)\s*)?\[ARGS\]"
+)
+
+
+def _read_mistral_named(text: str, start: int, offered: Offered) -> Read | None:
+    head = _MISTRAL_NAMED.match(text, start)
+    if head is None:
+        return None
+    found = json_at(text, head.end())
+    if found is None:
+        return None
+    call = offered.call(head.group(1), found[0], head.group(2))
+    return ([call], found[1]) if call else None
+
+
 _HARMONY_CALL = regex.compile(
     r" ?to=functions\.([A-Za-z0-9_.\-]+)[^<]*(?:<\|channel\|>[^<]*)?(?:<\|constrain\|>[^<]*)?"
     r"<\|message\|>(.*?)(?:<\|call\|>|$)",
@@ -299,9 +316,18 @@ def _python_tag_rules(rules: CallRules) -> str:
 
 
 def _mistral_list_rules(rules: CallRules) -> str:
-    item = rules.json_call()
+    item = rules.json_call(extra={"id": {"type": "string", "pattern": "^[a-zA-Z0-9]{9}$"}})
     more = f'("," {WS} {item})*' if rules.parallel else ""
     return f'"[TOOL_CALLS]" " "? "[" {WS} {item} {more} {WS} "]"'
+
+
+def _mistral_named_rules(rules: CallRules) -> str:
+    return alternatives(
+        [
+            f'"[TOOL_CALLS]" {literal(name)} ("[CALL_ID]" [a-zA-Z0-9]{{9}})? "[ARGS]" {arguments}'
+            for _, name, arguments in rules.functions()
+        ]
+    )
 
 
 # The header between a call's `to=functions.NAME` and its arguments, as gpt-oss writes it
@@ -377,6 +403,14 @@ MISTRAL_LIST = Syntax(
     _read_mistral_list,
     _mistral_list_rules,
     markers=(_TOOL_CALLS,),
+    trigger=_escape(_TOOL_CALLS),
+)
+MISTRAL_NAMED = Syntax(
+    "mistral_named",
+    _escape(_TOOL_CALLS) + r"\s*{names}\s*\[(?:CALL_ID|ARGS)\]",
+    _read_mistral_named,
+    _mistral_named_rules,
+    markers=(_TOOL_CALLS, "[CALL_ID]", "[ARGS]"),
     trigger=_escape(_TOOL_CALLS),
 )
 HARMONY = Syntax(

@@ -9,7 +9,8 @@ teaches, which `required` and a named tool_choice hold the answer to.
 | family | the template writes | the calls read (syntaxes.py) |
 |---|---|---|
 | harmony | `<|channel|>` (gpt-oss) | harmony |
-| mistral | `[TOOL_CALLS]` (Mistral 7B v0.3, Nemo) | mistral_list |
+| mistral_named | `[TOOL_CALLS]` and `[ARGS]` (Mistral Small 3.2, Devstral) | mistral_named, mistral_list |
+| mistral | `[TOOL_CALLS]` (Mistral 7B v0.3, Nemo) | mistral_list, mistral_named |
 | qwen3_coder | `<function=` and `<parameter=` (Qwen3-Coder) | qwen_xml, then as hermes |
 | hermes | `<tool_call>` (Qwen 2.5/3, Hermes, the built-ins) | tool_call, qwen_xml, function_tag, wrapped, fenced, bare_json |
 | llama3 | `<|python_tag|>` or `"parameters"` with Llama 3 headers | bare_json ("parameters"), python_tag, fenced |
@@ -63,7 +64,15 @@ class ToolFormat:
 
 _HERMES_REST = (s.FUNCTION_TAG, s.WRAPPED, s.FENCED, s.BARE_JSON)
 HARMONY = ToolFormat("harmony", (s.HARMONY,), (("<|channel|>",),))
-MISTRAL = ToolFormat("mistral", (s.MISTRAL_LIST,), (("[TOOL_CALLS]",),), short_ids=True)
+MISTRAL_NAMED = ToolFormat(
+    "mistral_named",
+    (s.MISTRAL_NAMED, s.MISTRAL_LIST),
+    (("[TOOL_CALLS]", "[ARGS]"),),
+    short_ids=True,
+)
+MISTRAL = ToolFormat(
+    "mistral", (s.MISTRAL_LIST, s.MISTRAL_NAMED), (("[TOOL_CALLS]",),), short_ids=True
+)
 QWEN3_CODER = ToolFormat(
     "qwen3_coder", (s.QWEN_XML, s.TOOL_CALL, *_HERMES_REST), (("<function=", "<parameter="),)
 )
@@ -81,6 +90,7 @@ FORMATS = {
     f.name: f
     for f in (
         HARMONY,
+        MISTRAL_NAMED,
         MISTRAL,
         QWEN3_CODER,
         HERMES,

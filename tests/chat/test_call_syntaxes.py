@@ -155,6 +155,13 @@ CALLS = [
         "",
         [PARIS],
     ),
+    ("mistral_named", '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', "", [PARIS]),
+    (
+        "mistral_named",
+        '[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[ARGS]{"zone": "CET"}',
+        "",
+        [PARIS, CET],
+    ),
     (
         "harmony",
         'to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>',
@@ -282,6 +289,10 @@ HELD = [
     ),
     ("json", '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'),
     ("mistral", '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]'),
+    (
+        "mistral_named",
+        '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[ARGS]{"zone": "CET"}',
+    ),
     ("harmony", ' to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}'),
 ]
 
@@ -304,7 +315,11 @@ def test_the_auto_grammar_holds_each_shape_from_its_opening(fmt, text):
         ),
         ("llama3", '{"name": "get_time", "parameters": {"zone": "CET"}}'),
         ("json", '{"name": "get_time", "arguments": {"zone": "CET"}}'),
-        ("mistral", '[TOOL_CALLS] [{"name": "get_time", "arguments": {"zone": "CET"}}]'),
+        (
+            "mistral",
+            '[TOOL_CALLS] [{"name": "get_time", "arguments": {"zone": "CET"}, "id": "a1B2c3D4e"}]',
+        ),
+        ("mistral_named", '[TOOL_CALLS]get_time[CALL_ID]a1B2c3D4e[ARGS]{"zone": "CET"}'),
         (
             "harmony",
             '<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{"zone": "CET"}',
@@ -361,6 +376,7 @@ def _triggered(fmt, text, tokenizer):
             "<tool_call>\n<function=get_time>\n<parameter=zone>\nCET\n</parameter>\n",
             True,
         ),
+        ("mistral_named", "[TOOL_CALLS]get_time[ARGS]", True),
     ],
 )
 def test_each_opening_turns_the_grammar_on_and_others_do_not(fmt, text, triggered, tokenizer):
@@ -387,6 +403,7 @@ def test_once_on_the_grammar_holds_the_arguments(tokenizer):
 
 FAMILY_OF = {
     "Qwen-Qwen3-Coder-30B-A3B-Instruct": "qwen3_coder",
+    "mistralai-Mistral-Small-3.2-24B-Instruct-2506": "mistral_named",
     "Qwen-Qwen2.5-7B-Instruct": "hermes",
     "Qwen-Qwen3-0.6B": "hermes",
     "mistralai-Mistral-7B-Instruct-v0.3": "mistral",
