@@ -4,7 +4,8 @@ into prompt tokens that fit its context.
 `render_chat` writes a conversation as the template does, ready for the assistant's turn: a
 trailing assistant message is continued (prefill), system messages are gathered at the top,
 tools are rendered by a template that takes them, and otherwise written into the system message
-with earlier calls and results as plain turns (the bare JSON convention, toolcalls.py).
+(with the bare JSON convention, toolcalls.py); earlier calls that a template leaves out are
+written into the assistant's text as its family writes them.
 `chat_prompt` tokenizes that and fits it to the context (`fit`); `text_prompt` does the same for
 raw text. A request the template cannot take is an InvalidRequest naming the field.
 """
@@ -14,11 +15,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llamay.chat.calls import function_of
-from llamay.chat.toolcalls import format_of
+from llamay.chat.calls import ToolCall, function_of
+from llamay.chat.toolcalls import ToolFormat, format_of
 from llamay.engine import Model
 from llamay.engine.generate import chat_prompt_ids
 from llamay.errors import ContextOverflow, InvalidRequest
@@ -77,23 +79,32 @@ def render_chat(
         prefill = text_of(messages.pop().get("content"))
     template = model.chat_template
     fmt = format_of(template.source)
-    native_tools = fmt.native
     if fmt.short_ids:
         messages = _short_ids(messages)
-    if not native_tools:
-        messages = _plain_conversation(messages, tools)
+    takes_tools = fmt.native and _mentions(template.source, "tools")
+    if not fmt.native:
+        messages = _plain_conversation(messages, tools, fmt)
+    else:
+        if tools and not takes_tools:
+            messages = [_definitions(tools), *messages]
+        if not _mentions(template.source, "tool_calls"):
+            messages = [_calls_as_text(m, fmt) for m in messages]
     system = [m for m in messages if m.get("role") == "system"]
     if len(system) > 1 or (system and messages[0].get("role") != "system"):
         joined = "\n\n".join(text_of(m.get("content")) for m in system)
         messages = [{"role": "system", "content": joined}] + [
             m for m in messages if m.get("role") != "system"
         ]
-    rendered = template.render(
-        messages,
-        tools=list(tools) if tools and native_tools else None,
-        **dict(template_kwargs or {}),
-    )
+    offered = None
+    if tools and takes_tools:
+        offered = [function_of(t) for t in tools] if fmt.flat_tools else list(tools)
+    rendered = template.render(messages, tools=offered, **dict(template_kwargs or {}))
     return rendered + (prefill or "")
+
+
+def _mentions(source: str, variable: str) -> bool:
+    """Whether a template's source names a variable (what it leaves out, it does not write)."""
+    return re.search(rf"\b{variable}\b", source) is not None
 
 
 def prefill_of(messages: Sequence[Any]) -> str:
@@ -148,27 +159,19 @@ def fit(model: Model, ids: list[int], *, truncate: bool, reserve: int) -> list[i
 
 
 def _plain_conversation(
-    messages: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]] | None
+    messages: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]] | None, fmt: ToolFormat
 ) -> list[dict[str, Any]]:
     """For a template without tool support: the tool definitions in the system message, tool
     calls as the JSON the model would write, tool results as user turns; then consecutive
     turns of one role merged, as templates that check alternation require."""
-    plain: list[dict[str, Any]] = []
-    if tools:
-        listing = json.dumps([function_of(tool) for tool in tools], ensure_ascii=False)
-        plain.append({"role": "system", "content": _TOOL_INSTRUCTIONS.format(tools=listing)})
+    plain: list[dict[str, Any]] = [_definitions(tools)] if tools else []
     for message in messages:
-        role = message.get("role")
-        if role == "tool":
+        if message.get("role") == "tool":
             name = message.get("name") or message.get("tool_call_id") or "tool"
             text = f"Result of {name}: {text_of(message.get('content'))}"
             plain.append({"role": "user", "content": text})
-        elif role == "assistant" and message.get("tool_calls"):
-            calls = [_call_text(call) for call in message["tool_calls"]]
-            text = "\n".join(filter(None, [text_of(message.get("content")), *calls]))
-            plain.append({"role": "assistant", "content": text})
         else:
-            plain.append({**message, "content": text_of(message.get("content"))})
+            plain.append(_calls_as_text(message, fmt))
     merged: list[dict[str, Any]] = []
     for message in plain:
         if merged and merged[-1]["role"] == message["role"] != "system":
@@ -179,6 +182,40 @@ def _plain_conversation(
         else:
             merged.append(message)
     return merged
+
+
+def _definitions(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The tools as a system message, with how to call them (a bare JSON object)."""
+    listing = json.dumps([function_of(tool) for tool in tools], ensure_ascii=False)
+    return {"role": "system", "content": _TOOL_INSTRUCTIONS.format(tools=listing)}
+
+
+def _calls_as_text(message: dict[str, Any], fmt: ToolFormat) -> dict[str, Any]:
+    """An assistant message with its tool calls written into its text, as the family's
+    models write them; any other message with its content as text."""
+    content = text_of(message.get("content"))
+    if message.get("role") != "assistant" or not message.get("tool_calls"):
+        return {**message, "content": content}
+    calls = [_call_of(call) for call in message["tool_calls"]]
+    writer = next((syntax.write for syntax in fmt.syntaxes if syntax.write), None)
+    written = writer(calls, fmt.arguments_key) if writer else ""
+    plain = {k: v for k, v in message.items() if k != "tool_calls"}
+    return {**plain, "content": "\n".join(filter(None, [content, written]))}
+
+
+def _call_of(call: Any) -> ToolCall:
+    """A call of an assistant message (OpenAI's shape, arguments as JSON text or an object)."""
+    function = call.get("function", call) if isinstance(call, Mapping) else {}
+    arguments = function.get("arguments", {})
+    if isinstance(arguments, str):
+        with contextlib.suppress(ValueError):
+            arguments = json.loads(arguments)
+    ident = call.get("id") if isinstance(call, Mapping) else None
+    return ToolCall(
+        str(function.get("name")),
+        arguments if isinstance(arguments, dict) else {},
+        ident if isinstance(ident, str) else "",
+    )
 
 
 def _short_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -203,15 +240,6 @@ def _short_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             message["tool_call_id"] = short(message["tool_call_id"])
         fixed.append(message)
     return fixed
-
-
-def _call_text(call: Mapping[str, Any]) -> str:
-    function = call.get("function", call)
-    arguments = function.get("arguments", {})
-    if isinstance(arguments, str):
-        with contextlib.suppress(ValueError):
-            arguments = json.loads(arguments)
-    return json.dumps({"name": function.get("name"), "arguments": arguments}, ensure_ascii=False)
 
 
 def text_of(content: Any, where: str = "content") -> str:

@@ -9,7 +9,8 @@ callgrammar.CallRules) and `trigger` (what turns the lazy grammar on: the openin
 marker, so that the grammar holds the name too). An `anchored` syntax counts only where the
 answer starts, or right after earlier calls: a bare or fenced JSON object is a call when the
 answer is that object, not when prose shows one. `markers` are the control tokens the syntax is
-written with, read with their text.
+written with, read with their text. `write` writes calls back as a model writes them, for a
+template that leaves an assistant's earlier calls out.
 
 | syntax | a call is |
 |---|---|
@@ -22,6 +23,10 @@ written with, read with their text.
 | python_tag | Llama 3.1's `<|python_tag|>` before such objects |
 | mistral_list | `[TOOL_CALLS] [{"name", "arguments", "id"?}, ...]` (Mistral 7B v0.3, Nemo) |
 | mistral_named | `[TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{arguments}`, the id optional (Mistral Small 3.2, Devstral) |
+| command_r7b | `<|START_ACTION|>[{"tool_call_id", "tool_name", "parameters"}]<|END_ACTION|>` |
+| command_r | `Action: ```json [{"tool_name", "parameters"}] ```` (Command R, R+) |
+| granite | `<|tool_call|>[{"name", "arguments"}]` |
+| deepseek | `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME` and a ```` ```json ```` block, `<｜tool▁call▁end｜>`... (R1; V3.1's `NAME<｜tool▁sep｜>{arguments}` too) |
 | harmony | gpt-oss: `to=functions.NAME`, a header, `<|message|>{arguments}<|call|>` |
 """
 
@@ -40,6 +45,8 @@ from llamay.chat.calls import Offered, ToolCall, json_at, json_values, skip_spac
 Read = tuple[list[ToolCall], int]
 Reader = Callable[[str, int, Offered], "Read | None"]
 RuleMaker = Callable[[CallRules], str]
+# (the calls: name, arguments, id; the arguments' key) -> the text of the calls
+Writer = Callable[[list[ToolCall], str], str]
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,8 @@ class Syntax:
     forced: str = ""
     # one call per answer (Harmony's call ends the generation)
     single: bool = False
+    # earlier calls as text, for a template that does not write them itself
+    write: Writer | None = None
 
     def opening_for(self, offered: Offered) -> str:
         return self.opening.replace("{names}", offered.names_pattern())
@@ -251,6 +260,95 @@ def _read_mistral_named(text: str, start: int, offered: Offered) -> Read | None:
     return ([call], found[1]) if call else None
 
 
+_START_ACTION = "<|START_ACTION|>"
+
+
+def _read_start_action(text: str, start: int, offered: Offered) -> Read | None:
+    found = json_at(text, start + len(_START_ACTION))
+    if found is None:
+        return None
+    calls = _json_calls(found[0], offered, "tool_name")
+    end = _closing(text, found[1], "<|END_ACTION|>")
+    return (calls, end) if calls and end is not None else None
+
+
+_ACTION = regex.compile(r"Action:\s*```(?:json)?[ \t]*\n?")
+
+
+def _read_action(text: str, start: int, offered: Offered) -> Read | None:
+    head = _ACTION.match(text, start)
+    if head is None:
+        return None
+    found = json_at(text, head.end())
+    if found is None:
+        return None
+    calls = _json_calls(found[0], offered, "tool_name")
+    end = _closing(text, found[1], "```")
+    return (calls, end) if calls and end is not None else None
+
+
+_GRANITE = "<|tool_call|>"
+
+
+def _read_granite(text: str, start: int, offered: Offered) -> Read | None:
+    found = json_at(text, start + len(_GRANITE))
+    if found is None:
+        return None
+    calls = _json_calls(found[0], offered)
+    return (calls, found[1]) if calls else None
+
+
+# DeepSeek writes its markers with U+FF5C and U+2581; R1 distills write the opening several ways.
+DEEPSEEK_BEGIN = "<｜tool▁calls▁begin｜>"
+DEEPSEEK_OPENINGS = (
+    DEEPSEEK_BEGIN,
+    "<｜tool_calls_begin｜>",
+    "<｜tool calls begin｜>",
+    "<｜tool\\_calls\\_begin｜>",
+    "<｜tool▁calls｜>",
+)
+DEEPSEEK_CALL = "<｜tool▁call▁begin｜>"
+DEEPSEEK_SEP = "<｜tool▁sep｜>"
+DEEPSEEK_CALL_END = "<｜tool▁call▁end｜>"
+DEEPSEEK_END = "<｜tool▁calls▁end｜>"
+_DEEPSEEK_OPEN = regex.compile("|".join(_escape(o) for o in DEEPSEEK_OPENINGS))
+_DEEPSEEK_HEAD = regex.compile(
+    r"\s*(?:"
+    + _escape(DEEPSEEK_CALL)
+    + r")?\s*(?:function\s*"
+    + _escape(DEEPSEEK_SEP)
+    + r"([^\n<]+)\n```(?:json)?[ \t]*\n?|([^\n<]+?)\s*"
+    + _escape(DEEPSEEK_SEP)
+    + ")"
+)
+
+
+def _read_deepseek(text: str, start: int, offered: Offered) -> Read | None:
+    opening = _DEEPSEEK_OPEN.match(text, start)
+    at = opening.end() if opening else start
+    calls: list[ToolCall] = []
+    while head := _DEEPSEEK_HEAD.match(text, at):
+        found = json_at(text, head.end())
+        if found is None:
+            return None
+        call = offered.call((head.group(1) or head.group(2)).strip(), found[0])
+        if call is None:
+            return None
+        at = found[1]
+        if head.group(1):  # R1's form closes its ```json block
+            at = skip_space(text, at)
+            at = at + 3 if text.startswith("```", at) else at
+        end = _closing(text, at, DEEPSEEK_CALL_END)
+        if end is None:
+            return None
+        calls.append(call)
+        at = end
+    if not calls:
+        return None
+    end = _closing(text, at, DEEPSEEK_END)
+    return (calls, end if end is not None else at)
+
+
 _HARMONY_CALL = regex.compile(
     r" ?to=functions\.([A-Za-z0-9_.\-]+)[^<]*(?:<\|channel\|>[^<]*)?(?:<\|constrain\|>[^<]*)?"
     r"<\|message\|>(.*?)(?:<\|call\|>|$)",
@@ -267,6 +365,74 @@ def _read_harmony(text: str, start: int, offered: Offered) -> Read | None:
         return None
     call = offered.call(match.group(1), values[0])
     return ([call], match.end()) if call else None
+
+
+# --- writing calls back ------------------------------------------------------------------------
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _objects(calls: list[ToolCall], key: str, name_key: str = "name") -> list[dict[str, Any]]:
+    return [{name_key: c.name, key: c.arguments} for c in calls]
+
+
+def _write_tool_call(calls: list[ToolCall], key: str) -> str:
+    return "\n".join(f"<tool_call>\n{_dumps(o)}\n</tool_call>" for o in _objects(calls, key))
+
+
+def _write_qwen_xml(calls: list[ToolCall], key: str) -> str:
+    def value(v: Any) -> str:
+        return v if isinstance(v, str) else _dumps(v)
+
+    return "\n".join(
+        f"<tool_call>\n<function={c.name}>\n"
+        + "".join(f"<parameter={k}>\n{value(v)}\n</parameter>\n" for k, v in c.arguments.items())
+        + "</function>\n</tool_call>"
+        for c in calls
+    )
+
+
+def _write_bare(calls: list[ToolCall], key: str) -> str:
+    return "\n".join(_dumps(o) for o in _objects(calls, key))
+
+
+def _write_mistral_list(calls: list[ToolCall], key: str) -> str:
+    return (
+        _TOOL_CALLS
+        + " "
+        + _dumps([{**o, "id": c.id} for o, c in zip(_objects(calls, key), calls, strict=True)])
+    )
+
+
+def _write_mistral_named(calls: list[ToolCall], key: str) -> str:
+    return "".join(
+        f"{_TOOL_CALLS}{c.name}[CALL_ID]{c.id}[ARGS]{_dumps(c.arguments)}" for c in calls
+    )
+
+
+def _write_start_action(calls: list[ToolCall], key: str) -> str:
+    items = [{"tool_call_id": str(i), **o} for i, o in enumerate(_objects(calls, key, "tool_name"))]
+    return f"{_START_ACTION}{_dumps(items)}<|END_ACTION|>"
+
+
+def _write_action(calls: list[ToolCall], key: str) -> str:
+    items = json.dumps(_objects(calls, key, "tool_name"), ensure_ascii=False, indent=4)
+    return f"Action: ```json\n{items}\n```"
+
+
+def _write_granite(calls: list[ToolCall], key: str) -> str:
+    return _GRANITE + _dumps(_objects(calls, key))
+
+
+def _write_deepseek(calls: list[ToolCall], key: str) -> str:
+    each = "".join(
+        f"{DEEPSEEK_CALL}function{DEEPSEEK_SEP}{c.name}\n```json\n{_dumps(c.arguments)}\n```"
+        f"{DEEPSEEK_CALL_END}"
+        for c in calls
+    )
+    return f"{DEEPSEEK_BEGIN}{each}{DEEPSEEK_END}"
 
 
 # --- grammars ----------------------------------------------------------------------------------
@@ -330,6 +496,40 @@ def _mistral_named_rules(rules: CallRules) -> str:
     )
 
 
+def _start_action_rules(rules: CallRules) -> str:
+    item = rules.json_call(
+        "tool_name",
+        "parameters",
+        first={"tool_call_id": {"type": "string", "pattern": "^[0-9]{1,10}$"}},
+    )
+    more = f'("," {WS} {item})*' if rules.parallel else ""
+    return f'"<|START_ACTION|>" {WS} "[" {WS} {item} {more} {WS} "]" {WS} "<|END_ACTION|>"'
+
+
+def _action_rules(rules: CallRules) -> str:
+    item = rules.json_call("tool_name", "parameters")
+    more = f'("," {WS} {item})*' if rules.parallel else ""
+    return f'"Action:" {WS} "```json\\n" {WS} "[" {WS} {item} {more} {WS} "]" {WS} "```"'
+
+
+def _granite_rules(rules: CallRules) -> str:
+    item = rules.json_call()
+    more = f'("," {WS} {item})*' if rules.parallel else ""
+    return f'"<|tool_call|>" {WS} "[" {WS} {item} {more} {WS} "]"'
+
+
+def _deepseek_rules(rules: CallRules) -> str:
+    one = alternatives(
+        [
+            f"{literal(DEEPSEEK_CALL + 'function' + DEEPSEEK_SEP + name)} "
+            f'"\\n```json\\n" {arguments} "```" {literal(DEEPSEEK_CALL_END)}'
+            for _, name, arguments in rules.functions()
+        ]
+    )
+    calls = f"({one} {WS})+" if rules.parallel else f"{one} {WS}"
+    return f"{literal(DEEPSEEK_BEGIN)} {calls} {literal(DEEPSEEK_END)}"
+
+
 # The header between a call's `to=functions.NAME` and its arguments, as gpt-oss writes it
 # (` <|constrain|>json<|message|>`) and as the template writes past calls
 # (`<|channel|>commentary json<|message|>`). Its markers are text to a grammar: gpt-oss's
@@ -361,6 +561,7 @@ TOOL_CALL = Syntax(
     _read_tool_call,
     _tool_call_rules,
     trigger=_escape(_TOOL_CALL),
+    write=_write_tool_call,
 )
 QWEN_XML = Syntax(
     "qwen_xml",
@@ -368,6 +569,7 @@ QWEN_XML = Syntax(
     _read_tool_call,
     _qwen_xml_rules,
     trigger=_escape(_TOOL_CALL),
+    write=_write_qwen_xml,
 )
 FUNCTION_TAG = Syntax(
     "function_tag", r'<function(?:={names}>|\s+name="{names}">)', _read_function, _function_rules
@@ -389,6 +591,7 @@ BARE_JSON = Syntax(
     _read_bare,
     _bare_rules,
     anchored=True,
+    write=_write_bare,
 )
 PYTHON_TAG = Syntax(
     "python_tag",
@@ -404,6 +607,7 @@ MISTRAL_LIST = Syntax(
     _mistral_list_rules,
     markers=(_TOOL_CALLS,),
     trigger=_escape(_TOOL_CALLS),
+    write=_write_mistral_list,
 )
 MISTRAL_NAMED = Syntax(
     "mistral_named",
@@ -412,6 +616,39 @@ MISTRAL_NAMED = Syntax(
     _mistral_named_rules,
     markers=(_TOOL_CALLS, "[CALL_ID]", "[ARGS]"),
     trigger=_escape(_TOOL_CALLS),
+    write=_write_mistral_named,
+)
+START_ACTION = Syntax(
+    "command_r7b",
+    _escape(_START_ACTION),
+    _read_start_action,
+    _start_action_rules,
+    markers=(_START_ACTION, "<|END_ACTION|>"),
+    write=_write_start_action,
+)
+ACTION = Syntax(
+    "command_r",
+    r"Action:\s*```(?:json)?\s*\[\s*\{\s*\"tool_name\"\s*:\s*\"{names}\"",
+    _read_action,
+    _action_rules,
+    write=_write_action,
+)
+GRANITE = Syntax(
+    "granite",
+    _escape(_GRANITE),
+    _read_granite,
+    _granite_rules,
+    markers=(_GRANITE,),
+    write=_write_granite,
+)
+DEEPSEEK = Syntax(
+    "deepseek",
+    "(?:" + "|".join(_escape(o) for o in (*DEEPSEEK_OPENINGS, DEEPSEEK_CALL)) + ")",
+    _read_deepseek,
+    _deepseek_rules,
+    markers=(*DEEPSEEK_OPENINGS, DEEPSEEK_CALL, DEEPSEEK_SEP, DEEPSEEK_CALL_END, DEEPSEEK_END),
+    trigger=_escape(DEEPSEEK_BEGIN),
+    write=_write_deepseek,
 )
 HARMONY = Syntax(
     "harmony",

@@ -9,6 +9,10 @@ teaches, which `required` and a named tool_choice hold the answer to.
 | family | the template writes | the calls read (syntaxes.py) |
 |---|---|---|
 | harmony | `<|channel|>` (gpt-oss) | harmony |
+| deepseek_r1 | `<｜tool▁calls▁begin｜>` (DeepSeek R1 and its distills) | deepseek, bare_json, fenced |
+| command_r7b | `<|START_ACTION|>` | command_r7b, command_r |
+| command_r | `Action:` and `tool_name` (Command R, R+) | command_r, command_r7b |
+| granite | `<|tool_call|>` (Granite 3) | granite, bare_json, fenced |
 | mistral_named | `[TOOL_CALLS]` and `[ARGS]` (Mistral Small 3.2, Devstral) | mistral_named, mistral_list |
 | mistral | `[TOOL_CALLS]` (Mistral 7B v0.3, Nemo) | mistral_list, mistral_named |
 | qwen3_coder | `<function=` and `<parameter=` (Qwen3-Coder) | qwen_xml, then as hermes |
@@ -47,7 +51,9 @@ class ToolFormat:
     template teaches). `detect`: sets of markers, one of which the template's source holds
     all of. `arguments_key`: the arguments' key in the family's own call objects. `native`: the
     template renders tools and calls itself (else prompt.py writes them into the system
-    message). `short_ids`: its template wants call ids of 9 alphanumeric characters."""
+    message). `short_ids`: its template wants call ids of 9 alphanumeric characters.
+    `flat_tools`: its template reads a tool's name and parameters from the tool itself, not
+    from its "function"."""
 
     name: str
     syntaxes: tuple[s.Syntax, ...]
@@ -55,6 +61,7 @@ class ToolFormat:
     arguments_key: str = "arguments"
     native: bool = True
     short_ids: bool = False
+    flat_tools: bool = False
 
     @property
     def markers(self) -> set[str]:
@@ -64,6 +71,18 @@ class ToolFormat:
 
 _HERMES_REST = (s.FUNCTION_TAG, s.WRAPPED, s.FENCED, s.BARE_JSON)
 HARMONY = ToolFormat("harmony", (s.HARMONY,), (("<|channel|>",),))
+DEEPSEEK_R1 = ToolFormat("deepseek_r1", (s.DEEPSEEK, s.BARE_JSON, s.FENCED), ((s.DEEPSEEK_BEGIN,),))
+COMMAND_R7B = ToolFormat(
+    "command_r7b", (s.START_ACTION, s.ACTION), (("<|START_ACTION|>",),), "parameters"
+)
+COMMAND_R = ToolFormat(
+    "command_r",
+    (s.ACTION, s.START_ACTION),
+    (("Action:", "tool_name"),),
+    "parameters",
+    flat_tools=True,
+)
+GRANITE = ToolFormat("granite", (s.GRANITE, s.BARE_JSON, s.FENCED), (("<|tool_call|>",),))
 MISTRAL_NAMED = ToolFormat(
     "mistral_named",
     (s.MISTRAL_NAMED, s.MISTRAL_LIST),
@@ -90,6 +109,10 @@ FORMATS = {
     f.name: f
     for f in (
         HARMONY,
+        DEEPSEEK_R1,
+        COMMAND_R7B,
+        COMMAND_R,
+        GRANITE,
         MISTRAL_NAMED,
         MISTRAL,
         QWEN3_CODER,

@@ -15,6 +15,7 @@ import pytest
 
 import llamay
 from llamay.chat import render_chat
+from llamay.chat.calls import ToolCall
 from llamay.chat.toolcalls import FORMATS, CallParser, call_grammar, format_of, parse_calls
 from llamay.grammar.lazy import LazyGrammar
 from llamay.tokenizer.chat import ChatTemplate
@@ -163,6 +164,41 @@ CALLS = [
         [PARIS, CET],
     ),
     (
+        "command_r7b",
+        '<|START_THINKING|>The weather.<|END_THINKING|><|START_ACTION|>[\n    {"tool_call_id": "0", '
+        '"tool_name": "get_weather", "parameters": {"city": "Paris"}}\n]<|END_ACTION|>',
+        "<|START_THINKING|>The weather.<|END_THINKING|>",
+        [PARIS],
+    ),
+    (
+        "command_r",
+        'Plan: look it up.\nAction: ```json\n[\n    {\n        "tool_name": "get_weather",\n'
+        '        "parameters": {"city": "Paris"}\n    }\n]\n```',
+        "Plan: look it up.\n",
+        [PARIS],
+    ),
+    (
+        "granite",
+        '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]',
+        "",
+        [PARIS],
+    ),
+    (
+        "deepseek_r1",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+        '{"city": "Paris"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+        "",
+        [PARIS],
+    ),
+    (
+        "deepseek_r1",
+        '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}'
+        '<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{"zone": "CET"}'
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "",
+        [PARIS, CET],
+    ),
+    (
         "harmony",
         'to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>',
         "",
@@ -199,6 +235,8 @@ NOT_CALLS = [
     ("hermes", 'The call {"name": "get_weather", "arguments": {"city": "Paris"}} is JSON.'),
     ("json", "The weather is {unknown}."),
     ("mistral", "[TOOL_CALLS] nothing here"),
+    ("granite", "<|tool_call|>not a list"),
+    ("deepseek_r1", "<｜tool▁calls▁begin｜>no call"),
 ]
 
 
@@ -293,6 +331,16 @@ HELD = [
         "mistral_named",
         '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[ARGS]{"zone": "CET"}',
     ),
+    (
+        "command_r",
+        'Action: ```json\n[\n    {\n        "tool_name": "get_weather",\n        "parameters": {"city": "Paris"}\n    }\n]\n```',
+    ),
+    (
+        "command_r7b",
+        'Action: ```json\n[{"tool_name": "get_weather", "parameters": {"city": "Paris"}}]\n```',
+    ),
+    ("granite", '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'),
+    ("deepseek_r1", '{"name": "get_weather", "arguments": {"city": "Paris"}}'),
     ("harmony", ' to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}'),
 ]
 
@@ -320,6 +368,20 @@ def test_the_auto_grammar_holds_each_shape_from_its_opening(fmt, text):
             '[TOOL_CALLS] [{"name": "get_time", "arguments": {"zone": "CET"}, "id": "a1B2c3D4e"}]',
         ),
         ("mistral_named", '[TOOL_CALLS]get_time[CALL_ID]a1B2c3D4e[ARGS]{"zone": "CET"}'),
+        (
+            "command_r7b",
+            '<|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_time", "parameters": {"zone": "CET"}}]<|END_ACTION|>',
+        ),
+        (
+            "command_r",
+            'Action: ```json\n[{"tool_name": "get_time", "parameters": {"zone": "CET"}}]\n```',
+        ),
+        ("granite", '<|tool_call|>[{"name": "get_time", "arguments": {"zone": "CET"}}]'),
+        (
+            "deepseek_r1",
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n"
+            '{"zone": "CET"}```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+        ),
         (
             "harmony",
             '<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{"zone": "CET"}',
@@ -377,6 +439,9 @@ def _triggered(fmt, text, tokenizer):
             True,
         ),
         ("mistral_named", "[TOOL_CALLS]get_time[ARGS]", True),
+        ("granite", "<|tool_call|>[", True),
+        ("command_r", 'Action: ```json\n[{"tool_name": "get_time"', True),
+        ("deepseek_r1", "<｜tool▁calls▁begin｜>", True),
     ],
 )
 def test_each_opening_turns_the_grammar_on_and_others_do_not(fmt, text, triggered, tokenizer):
@@ -402,8 +467,15 @@ def test_once_on_the_grammar_holds_the_arguments(tokenizer):
 # --- the templates' families, and calls written back in them --------------------------------
 
 FAMILY_OF = {
+    "CohereForAI-c4ai-command-r-plus-tool_use": "command_r",
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use": "command_r7b",
+    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use": "hermes",
     "Qwen-Qwen3-Coder-30B-A3B-Instruct": "qwen3_coder",
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": "deepseek_r1",
+    "ibm-granite-granite-3.3-2B-Instruct": "granite",
+    "mistralai-Mistral-Nemo-Instruct-2407": "mistral",
     "mistralai-Mistral-Small-3.2-24B-Instruct-2506": "mistral_named",
+    "openai-gpt-oss-120b": "harmony",
     "Qwen-Qwen2.5-7B-Instruct": "hermes",
     "Qwen-Qwen3-0.6B": "hermes",
     "mistralai-Mistral-7B-Instruct-v0.3": "mistral",
@@ -439,3 +511,14 @@ def test_a_template_writes_an_earlier_call_the_way_its_family_reads_it(name):
     _, calls = parse_calls(prompt, fmt, [WEATHER])
     assert _pairs(calls) == [("get_weather", {"city": "Rome"})]
     assert "The current weather in a city." in prompt  # the definitions are there too
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f != "harmony"])
+def test_a_call_written_back_is_what_the_family_holds_and_reads(fmt):
+    family = FORMATS[fmt]
+    write = family.syntaxes[0].write or next(s.write for s in family.syntaxes if s.write)
+    call = ToolCall("get_weather", {"city": "Paris", "days": 2}, "a1B2c3D4e")
+    text = write([call], family.arguments_key)
+    assert _pairs(parse_calls(text, family, TOOLS)[1]) == [(call.name, call.arguments)]
+    if family.syntaxes[0].write is not None:
+        assert call_grammar(family, TOOLS, "required").accepts(text), text
