@@ -281,6 +281,7 @@ class CallParser:
         self._openings = _Openings(fmt, self._offered)
         self._text = ""  # everything pushed
         self._released = 0  # how much of it went out as text
+        self._spoke = False  # whether what went out holds more than whitespace
         self._calling = False
 
     @property
@@ -293,17 +294,17 @@ class CallParser:
         if self._calling:
             return ""
         # an anchored syntax opens only an answer that is nothing but whitespace before it
-        blank = not self._text[: self._released].strip()
-        anchor = skip_space(self._text, 0) if blank else None
+        anchor = None if self._spoke else skip_space(self._text, 0)
         pending = self._openings.pending(self._text, self._released, anchor)
         if pending is None:
             start = len(self._text)
         else:
             start, self._calling = pending
-            if blank and start == anchor:
+            if start == anchor:
                 start = self._released  # hold the whitespace too: an answer that is calls
         out = self._text[self._released : start]
         self._released = start
+        self._spoke = self._spoke or bool(out.strip())
         return out
 
     def finish(self) -> tuple[str, list[ToolCall]]:
