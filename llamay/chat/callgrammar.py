@@ -18,9 +18,12 @@ from llamay.grammar.json_schema import literal
 
 __all__ = ["CallRules", "alternatives", "literal"]
 
-# Whitespace between the parts of a block and between blocks: a few spaces, and up to two line
-# breaks, each with an indent (so that a model cannot pad forever).
+# Whitespace between the parts of a block: a few spaces, and up to two line breaks, each with an
+# indent (so that a model cannot pad forever).
 WHITESPACE = '[ \\t]{0,4} ("\\n" [ \\t]{0,20}){0,2}'
+# Between one block of calls and the next: a separator of bare JSON calls, and a space or a line
+# break, as templates write calls one after another.
+SEPARATOR = "[;,]? [ \\n]?"
 # A parameter's text (Qwen3-Coder writes string parameters raw): anything but `</`, so that
 # `</parameter>` ends it; with a maxLength, that many characters but `<`, so that they count.
 PARAMETER_TEXT = '([^<] | "<" [^/])*'
@@ -127,7 +130,12 @@ class CallRules:
     def gbnf(self, root: str) -> str:
         """The grammar: the rules built so far and `llamay-calls ::= root`."""
         converted = json_schema.to_gbnf_rules(self._schemas) if self._schemas else ""
-        framing = {**self._rules, "llamay-ws": WHITESPACE, "llamay-calls": root}
+        framing = {
+            **self._rules,
+            "llamay-ws": WHITESPACE,
+            "llamay-sep": SEPARATOR,
+            "llamay-calls": root,
+        }
         return converted + "".join(f"{name} ::= {body}\n" for name, body in framing.items())
 
 

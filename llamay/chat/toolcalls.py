@@ -165,7 +165,7 @@ def call_grammar(
     syntaxes = fmt.syntaxes if choice == "auto" else fmt.syntaxes[:1]
     block = alternatives([syntax.rules(rules) for syntax in syntaxes])
     single = not parallel or any(syntax.single for syntax in syntaxes)
-    calls = block if single else f"{block} (llamay-ws {block})*"
+    calls = block if single else f"{block} (llamay-sep {block})*"
     if choice != "auto":
         forced = syntaxes[0].forced
         root = f"{s.literal(forced)} {calls}" if forced else calls
@@ -255,6 +255,10 @@ def _read(text: str, openings: _Openings, offered: Offered) -> tuple[str, str, l
         calls += read[0]
         end = at = read[1]
     head, tail = text[:first], text[end:]
+    if calls and tail.strip():
+        rest = skip_space(text, end)
+        if any(start == rest for start, _ in openings.candidates(text, rest, rest)):
+            tail = ""  # one more call, cut off before its end: not text the model meant
     if not calls or (anchored and (head.strip() or tail.strip())):
         return text, "", []
     return (head if head.strip() else ""), (tail if tail.strip() else ""), calls
