@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from llamay import chat
 from llamay.engine import Model, ranges
 from llamay.engine.sampling import SamplingParams
 from llamay.errors import GrammarError
@@ -237,7 +238,7 @@ def _compiled(body: Mapping[str, Any]) -> Any:
             from llamay.grammar import Grammar
 
             return Grammar.any_json()
-        return inference.json_grammar("json_schema", schema)  # type: ignore[arg-type]
+        return chat.json_grammar("json_schema", schema)  # type: ignore[arg-type]
     if grammar in (None, ""):
         return None
     if not isinstance(grammar, str):
@@ -351,7 +352,7 @@ def _one_prompt(model: Model, value: Any) -> list[int]:
     ids: list[int] = []
     for position, part in enumerate(parts):
         if isinstance(part, str):
-            bounded = inference.bounded_text(model, part, truncate=False)
+            bounded = chat.bounded_text(model, part, truncate=False)
             ids += model.tokenize(bounded, add_bos=position == 0, special=True)
         elif isinstance(part, int) and not isinstance(part, bool) and 0 <= part < model.n_vocab:
             ids.append(part)

@@ -10,9 +10,10 @@ from typing import Any
 
 import falcon
 
+from llamay import chat
 from llamay._version import __version__
 from llamay.engine import Model
-from llamay.server import inference, slots
+from llamay.server import slots
 from llamay.server.errors import ApiError
 from llamay.server.llama_server_fields import flag, generation_settings, model_for
 from llamay.server.slots import Slots
@@ -38,7 +39,7 @@ class _Tokenize(Route):
         if not isinstance(content, str):
             raise ApiError(400, "content is required: the text to tokenize", "content")
         ids = model.tokenize(
-            inference.bounded_text(model, content, truncate=False),
+            chat.bounded_text(model, content, truncate=False),
             add_bos=flag(body, "add_special", False),
             special=flag(body, "parse_special", True),
         )
@@ -89,7 +90,7 @@ class _ApplyTemplate(Route):
         kwargs = body.get("chat_template_kwargs") or {}
         if not isinstance(kwargs, dict):
             raise ApiError(400, "chat_template_kwargs must be an object", "chat_template_kwargs")
-        prompt = inference.render_chat(model, messages, tools=tools, template_kwargs=kwargs)
+        prompt = chat.render_chat(model, messages, tools=tools, template_kwargs=kwargs)
         resp.media = {"prompt": prompt}
 
 
