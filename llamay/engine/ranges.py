@@ -1,9 +1,10 @@
 """The one table of generation parameter ranges: what `model.generate` accepts, and what the
 server checks a request against before it gets there.
 
-The engine (SamplingParams, generate) and the server (inference.sampling_kwargs) both check
-with `check`, so a value the server lets through is one the engine takes: a request can never
-reach the engine with a value it refuses (which would be the server's error, a 5xx).
+The engine (SamplingParams, generate) and the server (the request shapes of
+llamay/server/fields.py) both check with these ranges, so a value the server lets through is one
+the engine takes: a request can never reach the engine with a value it refuses (which would be
+the server's error, a 5xx).
 """
 
 from __future__ import annotations
@@ -32,6 +33,20 @@ class Range:
         above = value > self.low if self.low_open else value >= self.low
         below = value < self.high if self.high_open else value <= self.high
         return above and below
+
+    def check(self, value: float, label: str) -> int | float:
+        """`value` as this range takes it (an int or a float), or ValueError naming `label` and
+        the range. A bool, a non-number, NaN, an infinity or a fraction for an integer range
+        are refused."""
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Real)
+            or (not isinstance(value, numbers.Integral) and not math.isfinite(value))
+            or (self.kind is int and value != int(value))
+            or value not in self
+        ):
+            raise ValueError(f"{label} must be {self}, not {value!r}")
+        return int(value) if self.kind is int else float(value)
 
     def __str__(self) -> str:
         what = "an integer" if self.kind is int else "a number"
@@ -88,19 +103,8 @@ SAMPLING = (
 
 
 def check(name: str, value: float) -> int | float:
-    """`value` as parameter `name` takes it (an int or a float), or ValueError naming the
-    parameter and its range. A bool, a non-number, NaN, an infinity or a fraction for an
-    integer parameter are refused."""
-    allowed = RANGES[name]
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or (not isinstance(value, numbers.Integral) and not math.isfinite(value))
-        or (allowed.kind is int and value != int(value))
-        or value not in allowed
-    ):
-        raise ValueError(f"{name} must be {allowed}, not {value!r}")
-    return int(value) if allowed.kind is int else float(value)
+    """`value` as parameter `name` takes it (Range.check against its range)."""
+    return RANGES[name].check(value, name)
 
 
 def _plain(bound: float) -> str:
