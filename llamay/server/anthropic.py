@@ -18,7 +18,9 @@ import falcon
 
 from llamay import chat
 from llamay.server import inference, openapi, pipeline, remote, sse
+from llamay.server.concepts import ANTHROPIC_FORMAT, Format
 from llamay.server.errors import ApiError, error_body, from_exception
+from llamay.server.fields import Field
 from llamay.server.state import Route, ServerState
 
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "cancelled": "end_turn"}
@@ -53,6 +55,9 @@ _MESSAGES_REQUEST = {
         "tool_choice": {"type": "object"},
     },
 }
+
+
+_OUTPUT_CONFIG = Field("output_config", Format(ANTHROPIC_FORMAT), feeds="output")
 
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
@@ -116,7 +121,7 @@ class _Request:
         self.thinking = _thinking(body.get("thinking"))
 
     def chat(self, model: Any, sampling: dict[str, Any] | None = None, **options: Any) -> Any:
-        """The pipeline's request for this message (`options`: parallel, output_grammar)."""
+        """The pipeline's request for this message (`options`: parallel, output)."""
         return pipeline.GenerationRequest(
             model,
             self.conversation,
@@ -179,14 +184,8 @@ class _Messages(Route):
             model,
             sampling,
             parallel=parallel,
-            output_grammar=None
-            if _offers_tools(request)
-            else _format_grammar(body.get("output_config")),
+            output=_OUTPUT_CONFIG.read(body, {}),
         )
-
-
-def _offers_tools(request: _Request) -> bool:
-    return bool(request.tools) and request.choice != "none"
 
 
 class _CountTokens(Route):
@@ -355,16 +354,6 @@ class _Blocks:
             yield self._delta(
                 {"type": "input_json_delta", "partial_json": event.call.arguments_json}
             )
-
-
-def _format_grammar(output_config: Any) -> Any:
-    """The grammar of `output_config.format` (a JSON schema the answer must follow), if any."""
-    output_format = output_config.get("format") if isinstance(output_config, Mapping) else None
-    if not output_format:
-        return None
-    if not isinstance(output_format, Mapping) or output_format.get("type") != "json_schema":
-        raise ApiError(400, "output_config.format: type must be json_schema, with a schema")
-    return chat.json_grammar("json_schema", output_format.get("schema"))
 
 
 # --- request translation ------------------------------------------------------------------------

@@ -304,11 +304,14 @@ class Format(Kind):
 
 
 class Gbnf(Kind):
-    """A grammar in GBNF, llama.cpp's notation, that the answer must be a sentence of."""
+    """A grammar in GBNF, llama.cpp's notation, that the answer must be a sentence of (none
+    for "")."""
 
-    def read(self, value: Any, values: Mapping[str, Any]) -> OutputFormat:
+    def read(self, value: Any, values: Mapping[str, Any]) -> OutputFormat | None:
         if not isinstance(value, str):
             raise Invalid("{name} must be GBNF text")
+        if not value:  # as llama.cpp's clients send it: no grammar
+            return None
         return OutputFormat("gbnf", gbnf=value, given={"type": "gbnf"})
 
     def schema(self) -> dict[str, Any]:

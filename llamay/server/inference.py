@@ -5,8 +5,8 @@ A family route reads its own request shape and calls, in order:
 1. `chat.chat_prompt(model, messages, tools=...)` (or `chat.text_prompt`) -> prompt token ids
    (the conversation-to-prompt step is the chat layer's: llamay/chat);
 2. `sampling_kwargs(...)` -> the keyword arguments of `model.generate`, checked;
-   `chat.json_grammar(...)` / `chat.tool_grammar(...)` -> the grammar that enforces an output
-   format or the tools' calls;
+   `chat.tool_grammar(...)` -> the grammar that holds the answer to the tools' calls (an output
+   format's is concepts.OutputFormat.grammar);
 3. `start(model, prompt, n, kwargs)` -> one Generation per choice, each begun (`started`);
 4. `interleave(generations)` -> (choice index, Piece) in the order they are made, for streaming
    or collecting; `Outcome.of(...)` -> what each choice ended with.

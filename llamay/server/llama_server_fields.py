@@ -22,7 +22,9 @@ from llamay.engine import Model, ranges
 from llamay.engine.sampling import SamplingParams
 from llamay.errors import GrammarError
 from llamay.server import inference
+from llamay.server.concepts import SCHEMA_FORMAT, Format, Gbnf
 from llamay.server.errors import ApiError
+from llamay.server.fields import Field
 
 if TYPE_CHECKING:
     from llamay.server.state import ServerState
@@ -39,6 +41,8 @@ _ABSENT_SAMPLERS = {
     "top_n_sigma": lambda v: v <= 0,
 }
 _MAX_EXTRA_FILES = 1024
+_GRAMMAR = Field("grammar", Gbnf(), feeds="output")
+_JSON_SCHEMA = Field("json_schema", Format(SCHEMA_FORMAT), feeds="output")
 
 
 def model_for(state: ServerState, name: Any) -> tuple[str, Model]:
@@ -219,33 +223,19 @@ def _refuse_absent_samplers(body: Mapping[str, Any]) -> None:
 
 
 def _grammar(body: Mapping[str, Any]) -> Any:
-    """The grammar of `grammar` (GBNF) or `json_schema`; 400 naming the field it fails in."""
-    field = "json_schema" if body.get("json_schema") is not None else "grammar"
+    """The grammar of `grammar` (GBNF) or `json_schema` ({}: any JSON value); 400 naming the
+    field it fails in."""
+    gbnf, schema = _GRAMMAR.read(body, {}), _JSON_SCHEMA.read(body, {})
+    if gbnf is not None and schema is not None:
+        raise ApiError(400, "give grammar or json_schema, not both", "grammar")
+    output = schema or gbnf
+    if output is None:
+        return None
+    field = "json_schema" if schema is not None else "grammar"
     try:
-        return _compiled(body)
+        return output.grammar()
     except GrammarError as error:
         raise ApiError(400, f"{field}: {error}", field) from None
-
-
-def _compiled(body: Mapping[str, Any]) -> Any:
-    grammar, schema = body.get("grammar"), body.get("json_schema")
-    if grammar not in (None, "") and schema is not None:
-        raise ApiError(400, "give grammar or json_schema, not both", "grammar")
-    if schema is not None:
-        if not isinstance(schema, (Mapping, bool)):
-            raise ApiError(400, "json_schema must be a JSON schema object", "json_schema")
-        if schema == {}:  # any JSON value
-            from llamay.grammar import Grammar
-
-            return Grammar.any_json()
-        return chat.json_grammar("json_schema", schema)  # type: ignore[arg-type]
-    if grammar in (None, ""):
-        return None
-    if not isinstance(grammar, str):
-        raise ApiError(400, "grammar must be GBNF text", "grammar")
-    from llamay.grammar import Grammar
-
-    return Grammar.from_gbnf(grammar)
 
 
 def _logit_bias(model: Model, value: Any) -> dict[int, float]:

@@ -35,9 +35,11 @@ from llamay.engine import Model, ranges
 from llamay.errors import LlamayError, SnapshotMismatch
 from llamay.paths import temp_prefix
 from llamay.server import inference, sse, transcript
+from llamay.server.concepts import SCHEMA_FORMAT, Format, Gbnf, OutputFormat
 from llamay.server.contexts import ContextRegistry, Entry
 from llamay.server.ending import stop
 from llamay.server.errors import ApiError, read_json
+from llamay.server.fields import Field
 from llamay.server.metrics import loaded_kv_stats
 from llamay.server.native_describe import PREFIX, SNAPSHOT_TYPE, describe_routes
 from llamay.server.state import ServerState
@@ -55,6 +57,8 @@ _SAMPLING = (
 )
 _GENERATE_FIELDS = {*_SAMPLING, "prompt", "messages", "stream", "grammar", "json_schema"}
 _CREATE_FIELDS = {"model", "prompt", "messages"}
+_GRAMMAR = Field("grammar", Gbnf(), feeds="output")
+_JSON_SCHEMA = Field("json_schema", Format(SCHEMA_FORMAT), feeds="output")
 
 
 # The session a request belongs to: a proxy routes by it, so that a session stays on one
@@ -245,8 +249,11 @@ class _Generate:
         stream = body.get("stream", False)
         if not isinstance(stream, bool):
             raise ApiError(400, "stream must be true or false", "stream")
+        output = _output(body)
         kwargs = inference.sampling_kwargs(
-            model, **{name: body.get(name) for name in _SAMPLING}, grammar=_grammar(body)
+            model,
+            **{name: body.get(name) for name in _SAMPLING},
+            grammar=output.grammar() if output is not None else None,
         )
         with _idle(entry):
             entry.busy = True
@@ -418,20 +425,12 @@ def _string(body: dict[str, Any], name: str) -> str:
     return value
 
 
-def _grammar(body: dict[str, Any]) -> Any:
-    """The grammar a generate request asks for: GBNF text or a JSON schema (not both)."""
-    gbnf, schema = body.get("grammar"), body.get("json_schema")
+def _output(body: dict[str, Any]) -> OutputFormat | None:
+    """The output format a generate request asks for: GBNF text or a JSON schema (not both)."""
+    gbnf, schema = _GRAMMAR.read(body, {}), _JSON_SCHEMA.read(body, {})
     if gbnf is not None and schema is not None:
         raise ApiError(400, "give 'grammar' or 'json_schema', not both")
-    if gbnf is not None:
-        if not isinstance(gbnf, str):
-            raise ApiError(400, "grammar must be GBNF text", "grammar")
-        from llamay.grammar import Grammar
-
-        return Grammar.from_gbnf(gbnf)
-    if schema is not None:
-        return chat.json_grammar("json_schema", schema)
-    return None
+    return gbnf or schema
 
 
 def _largest_snapshot(model: Model) -> int:

@@ -20,10 +20,13 @@ import falcon
 
 from llamay import chat
 from llamay._version import __version__
+from llamay.chat import reasoning_of
 from llamay.engine import Model
 from llamay.errors import LlamayError
 from llamay.server import inference, ollama_models, pipeline, suffix, ui
+from llamay.server.concepts import OLLAMA_FORMAT, Format, OutputFormat
 from llamay.server.errors import ApiError, read_json
+from llamay.server.fields import Field
 from llamay.server.models import parse_keep_alive
 from llamay.server.ollama_describe import describe_routes
 from llamay.server.ollama_models import model_name, respond_ndjson, stored
@@ -32,6 +35,8 @@ from llamay.server.ollama_template import render_template
 from llamay.server.state import Route, ServerState
 from llamay.server.watch import cancelled_on_disconnect
 from llamay.system import system_info
+
+_FORMAT = Field("format", Format(OLLAMA_FORMAT), feeds="output")
 
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
@@ -102,7 +107,7 @@ class _Request:
         self.model: Model = state.models.get(self.name, self.keep_alive)
         self.load_s = time.perf_counter() - self.started
         self.entry = stored(state, self.name)
-        self.reasons = chat.reasoning_of(self.model.chat_template.source) is not None
+        self.reasons = reasoning_of(self.model.chat_template.source) is not None
         if think not in (None, False) and not self.reasons:
             raise ApiError(400, f"{self.name!r} does not support thinking", "think")
 
@@ -128,7 +133,7 @@ class _Request:
             reason = "unload"
         return {**self.head(), "done": True, "done_reason": reason}
 
-    def sampling(self, grammar: Any) -> dict[str, Any]:
+    def sampling(self) -> dict[str, Any]:
         """model.generate's keyword arguments: the params layer, then `options` over it."""
         options = self.body.get("options") or {}
         if not isinstance(options, Mapping):
@@ -137,20 +142,11 @@ class _Request:
         chosen = {ours: merged.get(theirs) for theirs, ours in OLLAMA_OPTIONS.items()}
         if isinstance(chosen["max_tokens"], int) and chosen["max_tokens"] < 0:
             chosen["max_tokens"] = None  # -1: until the model stops; -2: until the context is full
-        return inference.sampling_kwargs(
-            self.model, **chosen, grammar=grammar, logprobs=self.logprobs
-        )
+        return inference.sampling_kwargs(self.model, **chosen, logprobs=self.logprobs)
 
-    def format_grammar(self) -> Any:
-        """The grammar of `format`: "json" (any JSON object) or a JSON schema."""
-        fmt = self.body.get("format")
-        if fmt in (None, ""):
-            return None
-        if fmt == "json":
-            return chat.json_grammar("json_object")
-        if isinstance(fmt, dict):
-            return chat.json_grammar("json_schema", fmt)
-        raise ApiError(400, 'format must be "json" or a JSON schema object', "format")
+    def output(self) -> OutputFormat | None:
+        """The output format of `format`: "json" (any JSON object) or a JSON schema."""
+        return _FORMAT.read(self.body, {})
 
     def head(self) -> dict[str, Any]:
         return {"model": self.name, "created_at": _now()}
@@ -200,7 +196,7 @@ class _Generate(Route):
             resp.media = {**request.load_answer(), "response": ""}
             return
         templated = not (_flag(body, "raw", False) or _optional_text(body, "template"))
-        sampling = request.sampling(request.format_grammar())
+        sampling = request.sampling()
         if insert:  # code completion: the middle, through the model's FIM tokens
             for field in ("context", "template"):
                 if body.get(field):
@@ -216,6 +212,7 @@ class _Generate(Route):
                 model,
                 prompts=[ids],
                 sampling=sampling,
+                output=request.output(),
                 reasoning=templated and request.reasons,
             )
         )
@@ -271,16 +268,16 @@ class _Chat(Route):
         tools = body.get("tools") or []
         if not isinstance(tools, list):
             raise ApiError(400, "tools must be a list of function tools", "tools")
-        grammar = request.format_grammar()
-        if tools and grammar is not None:
+        output = request.output()
+        if tools and output is not None:
             raise ApiError(400, "give 'format' or 'tools', not both", "format")
         chat = pipeline.GenerationRequest(
             model,
             messages,
-            sampling=request.sampling(None),
+            sampling=request.sampling(),
             tools=tools or None,
             tool_choice="auto" if tools else "none",  # Ollama's API has no tool_choice
-            output_grammar=grammar,
+            output=output,
             template_kwargs=request.template_kwargs(),
             reasoning=request.reasons,
         )

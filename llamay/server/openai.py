@@ -16,7 +16,9 @@ import falcon
 
 from llamay import chat
 from llamay.server import anthropic, inference, openapi, pipeline, remote, sse, suffix
+from llamay.server.concepts import OPENAI_FORMAT, Format
 from llamay.server.errors import ApiError, error_body, from_exception
+from llamay.server.fields import Field
 from llamay.server.state import Route, ServerState
 
 OWNER = "llamay"
@@ -75,6 +77,7 @@ _COMPLETION_REQUEST = {
         "suffix": {"type": ["string", "null"]},
     },
 }
+_RESPONSE_FORMAT = Field("response_format", Format(OPENAI_FORMAT), feeds="output")
 _EMBEDDINGS_REQUEST = {
     "type": "object",
     "required": ["model", "input"],
@@ -293,8 +296,6 @@ def _chat_request(
     if tools is not None and not isinstance(tools, list):
         raise ApiError(400, "tools must be a list", "tools")
     choice, named = chat.tool_choice_of(body.get("tool_choice"), tools)
-    # offered tools hold the answer to their grammar; a response format holds one without tools
-    response_format = None if tools and choice != "none" else body.get("response_format")
     top_logprobs = body.get("top_logprobs")
     return pipeline.GenerationRequest(
         model,
@@ -309,7 +310,7 @@ def _chat_request(
         tool_choice=choice,
         tool_name=named,
         parallel=body.get("parallel_tool_calls") is not False,
-        output_grammar=chat.response_format_grammar(response_format),
+        output=_RESPONSE_FORMAT.read(body, {}),
         template_kwargs=_template_kwargs(body),
         n=inference.check_n(body.get("n")),
         truncate=bool(body.get("truncate")),

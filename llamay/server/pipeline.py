@@ -3,7 +3,7 @@
 Each family's route only translates. Its parser makes a `GenerationRequest`: a conversation
 (OpenAI-shaped messages, rendered by the chat template) or raw prompts (text or token ids, no
 template: text completions, Ollama's generate), with checked sampling options, stops, tools and
-tool choice, an output grammar, logprobs (with `echo`, the prompt's own too), `n` choices per
+tool choice, an output format, logprobs (with `echo`, the prompt's own too), `n` choices per
 prompt, whether to truncate a prompt that does not fit, and the context to generate in (a new
 one per choice, or the caller's, which holds a prefix of the prompt already and stays the
 caller's: the Responses API generates in a fork of the stored response it continues, or in a
@@ -34,6 +34,7 @@ from llamay import chat
 from llamay.chat import Answer, Event
 from llamay.engine import Model
 from llamay.server import inference, sse
+from llamay.server.concepts import OutputFormat
 from llamay.server.errors import ApiError
 from llamay.server.watch import cancelled_on_disconnect
 from llamay.state import Context
@@ -55,8 +56,8 @@ class GenerationRequest:
     model.generate's keyword arguments, checked (inference.sampling_kwargs /
     request_sampling), without a grammar; its `logprobs` asks for each token's. `tools`:
     OpenAI function tools; `tool_choice`: "auto", "none", "required" or "named"
-    (`tool_name`); `parallel`: more than one call per answer. `output_grammar`: a response
-    format's grammar, used when no tools are offered. `template_kwargs`: the chat template's
+    (`tool_name`); `parallel`: more than one call per answer. `output`: the output format
+    (concepts.OutputFormat) the answer is held to when no tools are offered. `template_kwargs`: the chat template's
     variables (enable_thinking, reasoning_effort). `reasoning`: separate a reasoning model's
     reasoning. `n`: choices per prompt. `truncate`: cut a prompt longer than the context
     instead of refusing it. `echo`: each choice repeats its prompt first (`Run.echo`), with
@@ -72,7 +73,7 @@ class GenerationRequest:
     tool_choice: str = "none"
     tool_name: str | None = None
     parallel: bool = True
-    output_grammar: Any = None
+    output: OutputFormat | None = None
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)
     reasoning: bool = True
     n: int = 1
@@ -293,7 +294,7 @@ def start(request: GenerationRequest) -> Run:
             prefill=prefill,
         )
         if offered
-        else request.output_grammar
+        else (request.output.grammar() if request.output is not None else None)
     )
     kwargs = dict(request.sampling)
     if grammar is not None:

@@ -186,9 +186,7 @@ class _Responses:
             )
         model = self.state.models.get(name)
         conversation = (previous.conversation if previous else []) + request.messages
-        generation = _generation(
-            model, request, conversation, _sampling(model, request), request.output_grammar()
-        )
+        generation = _generation(model, request, conversation, _sampling(model, request))
         prompt = generation.prompt()
         if request.store:
             self.store.check_room()
@@ -309,7 +307,6 @@ def _generation(
     request: Request,
     conversation: list[dict[str, Any]],
     sampling: dict[str, Any] | None = None,
-    output_grammar: Any = None,
 ) -> pipeline.GenerationRequest:
     """The conversation under this request's instructions and tools, as the pipeline runs it
     (without `sampling`: as input_tokens counts it)."""
@@ -322,7 +319,7 @@ def _generation(
         tool_choice=request.choice,
         tool_name=request.named,
         parallel=request.parallel,
-        output_grammar=output_grammar,
+        output=request.output,
         truncate=request.truncate,
     )
 

@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llamay import chat
 from llamay.chat import Answer
 from llamay.grammar import Grammar
+from llamay.server.concepts import FLAT_FORMAT, Format, OutputFormat
 from llamay.server.errors import ApiError
+from llamay.server.fields import Field
 
 # Fields of the request that this server cannot honour: 400 rather than silently ignored.
 _UNSUPPORTED = {
@@ -26,6 +27,7 @@ _UNSUPPORTED = {
     "prompt": "prompt templates are not supported: send input and instructions",
 }
 _ROLES = ("user", "system", "developer", "assistant")
+_TEXT = Field("text", Format(FLAT_FORMAT), feeds="output")
 
 
 def item_id(prefix: str) -> str:
@@ -46,7 +48,7 @@ class Request:
     tool_choice: Any  # as given, echoed
     choice: str  # "auto", "none", "required" or "named"
     named: str | None
-    text_format: dict[str, Any]
+    output: OutputFormat | None  # text.format
     sampling: dict[str, Any]  # sampling_kwargs' options, by its names
     stream: bool
     store: bool
@@ -60,10 +62,14 @@ class Request:
     def output_grammar(self) -> Grammar | None:
         """The grammar of `text.format` (json_object, json_schema), unless tools are offered:
         then the pipeline holds the answer to the tools' calls instead (pipeline.start)."""
-        if self.chat_tools:
+        if self.chat_tools or self.output is None:
             return None
-        kind = self.text_format.get("type", "text")
-        return chat.json_grammar(kind, self.text_format.get("schema"))
+        return self.output.grammar()
+
+    @property
+    def text_format(self) -> Mapping[str, Any]:
+        """`text.format` as the response repeats it."""
+        return dict(self.output.given) if self.output is not None else {"type": "text"}
 
 
 def read_request(body: Mapping[str, Any], *, need_input: bool = True) -> Request:
@@ -101,7 +107,7 @@ def read_request(body: Mapping[str, Any], *, need_input: bool = True) -> Request
         tool_choice=tool_choice if tool_choice is not None else "auto",
         choice=choice,
         named=named,
-        text_format=_text_format(body.get("text")),
+        output=_TEXT.read(body, {}),
         sampling={
             "max_tokens": _max_output_tokens(body.get("max_output_tokens")),
             "temperature": body.get("temperature"),
@@ -329,25 +335,6 @@ def _tool_choice(value: Any, tools: Sequence[Any]) -> tuple[str, str | None]:
         f"naming one of the tools, not {value!r}",
         "tool_choice",
     )
-
-
-def _text_format(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {"type": "text"}
-    if not isinstance(value, Mapping):
-        raise ApiError(400, "text must be an object such as {'format': {...}}", "text")
-    fmt = value.get("format") or {"type": "text"}
-    if not isinstance(fmt, Mapping) or fmt.get("type") not in (
-        "text",
-        "json_object",
-        "json_schema",
-    ):
-        raise ApiError(
-            400, "text.format.type must be text, json_object or json_schema", "text.format"
-        )
-    if fmt["type"] == "json_schema" and not isinstance(fmt.get("schema"), Mapping):
-        raise ApiError(400, "text.format json_schema needs a 'schema' object", "text.format")
-    return dict(fmt)
 
 
 def _flag(body: Mapping[str, Any], name: str, default: bool) -> bool:
