@@ -18,7 +18,14 @@ import falcon
 
 from llamay import chat
 from llamay.server import inference, openapi, pipeline, remote, sse
-from llamay.server.concepts import ANTHROPIC_FORMAT, Format
+from llamay.server.concepts import (
+    ANTHROPIC_CHOICE,
+    ANTHROPIC_FORMAT,
+    ANTHROPIC_TOOLS,
+    Choice,
+    Format,
+    Tools,
+)
 from llamay.server.errors import ApiError, error_body, from_exception
 from llamay.server.fields import Field
 from llamay.server.state import Route, ServerState
@@ -58,6 +65,8 @@ _MESSAGES_REQUEST = {
 
 
 _OUTPUT_CONFIG = Field("output_config", Format(ANTHROPIC_FORMAT), feeds="output")
+_TOOLS = Field("tools", Tools(ANTHROPIC_TOOLS))
+_TOOL_CHOICE = Field("tool_choice", Choice(ANTHROPIC_CHOICE))
 
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
@@ -113,8 +122,8 @@ class _Request:
         if not isinstance(messages, list) or not messages:
             raise ApiError(400, "messages: a non-empty list of messages is required")
         self.name = name
-        self.tools = _tools(body.get("tools"))
-        self.choice, self.named = _tool_choice(body.get("tool_choice"), self.tools)
+        self.tools = _TOOLS.read(body, {})
+        self.choice = _TOOL_CHOICE.read(body, {"tools": self.tools})
         self.conversation = _system(body.get("system")) + [
             m for raw in messages for m in _message(raw)
         ]
@@ -127,8 +136,8 @@ class _Request:
             self.conversation,
             sampling=sampling or {},
             tools=self.tools,
-            tool_choice=self.choice,
-            tool_name=self.named,
+            tool_choice=self.choice.mode,
+            tool_name=self.choice.name,
             template_kwargs={} if self.thinking is None else {"enable_thinking": self.thinking},
             reasoning=self.thinking is not False,
             **options,
@@ -169,8 +178,7 @@ class _Messages(Route):
 
     def _local(self, request: _Request, body: Mapping[str, Any]) -> Any:
         model = self.state.models.get(request.name)
-        choice = body.get("tool_choice")
-        parallel = not (isinstance(choice, Mapping) and choice.get("disable_parallel_tool_use"))
+        parallel = request.choice.parallel is not False
         sampling = inference.sampling_kwargs(
             model,
             max_tokens=body.get("max_tokens"),
@@ -408,37 +416,3 @@ def _message(raw: Any) -> list[dict[str, Any]]:
             message["tool_calls"] = calls
         messages.append(message)
     return messages
-
-
-def _tools(tools: Any) -> list[dict[str, Any]] | None:
-    """Anthropic tools as OpenAI function tools."""
-    if not tools:
-        return None
-    if not isinstance(tools, list):
-        raise ApiError(400, "tools: a list of tools is required")
-    converted = []
-    for tool in tools:
-        if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
-            raise ApiError(400, "tools: each tool needs a name and an input_schema")
-        function = {
-            "name": tool["name"],
-            "description": tool.get("description", ""),
-            "parameters": tool.get("input_schema") or {"type": "object", "properties": {}},
-        }
-        converted.append({"type": "function", "function": function})
-    return converted
-
-
-def _tool_choice(choice: Any, tools: Any) -> tuple[str, str | None]:
-    if choice is None:
-        return ("auto" if tools else "none"), None
-    kind = choice.get("type") if isinstance(choice, Mapping) else None
-    if kind == "auto":
-        return "auto", None
-    if kind == "any":
-        return "required", None
-    if kind == "none":
-        return "none", None
-    if kind == "tool" and isinstance(choice.get("name"), str):
-        return "named", choice["name"]
-    raise ApiError(400, "tool_choice: type must be auto, any, tool (with a name) or none")

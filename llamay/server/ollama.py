@@ -24,7 +24,7 @@ from llamay.chat import reasoning_of
 from llamay.engine import Model
 from llamay.errors import LlamayError
 from llamay.server import inference, ollama_models, pipeline, suffix, ui
-from llamay.server.concepts import OLLAMA_FORMAT, Format, OutputFormat
+from llamay.server.concepts import OLLAMA_FORMAT, OPENAI_TOOLS, Format, OutputFormat, Tools
 from llamay.server.errors import ApiError, read_json
 from llamay.server.fields import Field
 from llamay.server.models import parse_keep_alive
@@ -37,6 +37,7 @@ from llamay.server.watch import cancelled_on_disconnect
 from llamay.system import system_info
 
 _FORMAT = Field("format", Format(OLLAMA_FORMAT), feeds="output")
+_TOOLS = Field("tools", Tools(OPENAI_TOOLS))  # Ollama's tools are OpenAI's
 
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
@@ -265,9 +266,7 @@ class _Chat(Route):
             return
         if request.entry and request.entry.system and messages[0]["role"] != "system":
             messages.insert(0, {"role": "system", "content": request.entry.system})
-        tools = body.get("tools") or []
-        if not isinstance(tools, list):
-            raise ApiError(400, "tools must be a list of function tools", "tools")
+        tools = _TOOLS.read(body, {})
         output = request.output()
         if tools and output is not None:
             raise ApiError(400, "give 'format' or 'tools', not both", "format")
@@ -275,7 +274,7 @@ class _Chat(Route):
             model,
             messages,
             sampling=request.sampling(),
-            tools=tools or None,
+            tools=tools,
             tool_choice="auto" if tools else "none",  # Ollama's API has no tool_choice
             output=output,
             template_kwargs=request.template_kwargs(),

@@ -14,9 +14,15 @@ from typing import Any
 
 import falcon
 
-from llamay import chat
 from llamay.server import anthropic, inference, openapi, pipeline, remote, sse, suffix
-from llamay.server.concepts import OPENAI_FORMAT, Format
+from llamay.server.concepts import (
+    OPENAI_CHOICE,
+    OPENAI_FORMAT,
+    OPENAI_TOOLS,
+    Choice,
+    Format,
+    Tools,
+)
 from llamay.server.errors import ApiError, error_body, from_exception
 from llamay.server.fields import Field
 from llamay.server.state import Route, ServerState
@@ -78,6 +84,8 @@ _COMPLETION_REQUEST = {
     },
 }
 _RESPONSE_FORMAT = Field("response_format", Format(OPENAI_FORMAT), feeds="output")
+_TOOLS = Field("tools", Tools(OPENAI_TOOLS))
+_TOOL_CHOICE = Field("tool_choice", Choice(OPENAI_CHOICE))
 _EMBEDDINGS_REQUEST = {
     "type": "object",
     "required": ["model", "input"],
@@ -292,10 +300,8 @@ class _ChatCompletions(Route):
 def _chat_request(
     model: Any, body: Mapping[str, Any], messages: list[Any], max_tokens: Any
 ) -> pipeline.GenerationRequest:
-    tools = body.get("tools") or None
-    if tools is not None and not isinstance(tools, list):
-        raise ApiError(400, "tools must be a list", "tools")
-    choice, named = chat.tool_choice_of(body.get("tool_choice"), tools)
+    tools = _TOOLS.read(body, {})
+    choice = _TOOL_CHOICE.read(body, {"tools": tools})
     top_logprobs = body.get("top_logprobs")
     return pipeline.GenerationRequest(
         model,
@@ -307,8 +313,8 @@ def _chat_request(
             logprobs=(top_logprobs or 0) if body.get("logprobs") else None,
         ),
         tools=tools,
-        tool_choice=choice,
-        tool_name=named,
+        tool_choice=choice.mode,
+        tool_name=choice.name,
         parallel=body.get("parallel_tool_calls") is not False,
         output=_RESPONSE_FORMAT.read(body, {}),
         template_kwargs=_template_kwargs(body),

@@ -16,7 +16,15 @@ from typing import Any
 
 from llamay.chat import Answer
 from llamay.grammar import Grammar
-from llamay.server.concepts import FLAT_FORMAT, Format, OutputFormat
+from llamay.server.concepts import (
+    FLAT_CHOICE,
+    FLAT_FORMAT,
+    FLAT_TOOLS,
+    Choice,
+    Format,
+    OutputFormat,
+    Tools,
+)
 from llamay.server.errors import ApiError
 from llamay.server.fields import Field
 
@@ -28,6 +36,8 @@ _UNSUPPORTED = {
 }
 _ROLES = ("user", "system", "developer", "assistant")
 _TEXT = Field("text", Format(FLAT_FORMAT), feeds="output")
+_TOOLS = Field("tools", Tools(FLAT_TOOLS))
+_TOOL_CHOICE = Field("tool_choice", Choice(FLAT_CHOICE))
 
 
 def item_id(prefix: str) -> str:
@@ -93,20 +103,20 @@ def read_request(body: Mapping[str, Any], *, need_input: bool = True) -> Request
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise ApiError(400, "instructions must be a string", "instructions")
-    tools = _tools(body.get("tools"))
+    tools = _TOOLS.read(body, {})
     tool_choice = body.get("tool_choice")
-    choice, named = _tool_choice(tool_choice, tools)
-    parallel = _flag(body, "parallel_tool_calls", choice == "auto")
+    choice = _TOOL_CHOICE.read(body, {"tools": tools})
+    parallel = _flag(body, "parallel_tool_calls", choice.mode == "auto")
     return Request(
         model=model,
         messages=messages,
         input_items=items,
         instructions=instructions or None,
-        tools=tools,
-        chat_tools=[_chat_tool(tool) for tool in tools] if tools and choice != "none" else None,
+        tools=_echoed_tools(body.get("tools")),
+        chat_tools=tools if choice.mode != "none" else None,
         tool_choice=tool_choice if tool_choice is not None else "auto",
-        choice=choice,
-        named=named,
+        choice=choice.mode,
+        named=choice.name,
         output=_TEXT.read(body, {}),
         sampling={
             "max_tokens": _max_output_tokens(body.get("max_output_tokens")),
@@ -278,63 +288,18 @@ def _string(item: Mapping[str, Any], name: str, where: str) -> str:
 # --- options -------------------------------------------------------------------------------------
 
 
-def _tools(value: Any) -> list[dict[str, Any]]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ApiError(400, "tools must be a list of function tools", "tools")
-    tools = []
-    for tool in value:
-        if not isinstance(tool, Mapping) or tool.get("type") != "function":
-            kind = tool.get("type") if isinstance(tool, Mapping) else type(tool).__name__
-            raise ApiError(
-                400, f"tools of type {kind!r} are not supported here; send function tools", "tools"
-            )
-        if not isinstance(tool.get("name"), str) or not tool["name"]:
-            raise ApiError(400, "each function tool needs a name", "tools")
-        parameters = tool.get("parameters")
-        if parameters is not None and not isinstance(parameters, Mapping):
-            raise ApiError(400, "a function tool's parameters must be a JSON schema", "tools")
-        tools.append(
-            {
-                "type": "function",
-                "name": tool["name"],
-                "description": tool.get("description"),
-                "parameters": parameters,
-                "strict": tool.get("strict", True),
-            }
-        )
-    return tools
-
-
-def _chat_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
-    function = {"name": tool["name"], "parameters": tool["parameters"]}
-    if tool.get("description"):
-        function["description"] = tool["description"]
-    return {"type": "function", "function": function}
-
-
-def _tool_choice(value: Any, tools: Sequence[Any]) -> tuple[str, str | None]:
-    """("auto" | "none" | "required" | "named", the named function)."""
-    if value is None or value == "auto":
-        return ("auto" if tools else "none"), None
-    if value in ("none", "required"):
-        if value == "required" and not tools:
-            raise ApiError(400, "tool_choice 'required' needs tools", "tool_choice")
-        return value, None
-    if (
-        isinstance(value, Mapping)
-        and value.get("type") == "function"
-        and isinstance(value.get("name"), str)
-        and tools
-    ):
-        return "named", value["name"]
-    raise ApiError(
-        400,
-        f"tool_choice must be auto, none, required or {{'type': 'function', 'name': ...}} "
-        f"naming one of the tools, not {value!r}",
-        "tool_choice",
-    )
+def _echoed_tools(value: Any) -> list[dict[str, Any]]:
+    """The tools (read already) as the response repeats them."""
+    return [
+        {
+            "type": "function",
+            "name": tool["name"],
+            "description": tool.get("description"),
+            "parameters": tool.get("parameters"),
+            "strict": tool.get("strict", True),
+        }
+        for tool in value or ()
+    ]
 
 
 def _flag(body: Mapping[str, Any], name: str, default: bool) -> bool:
