@@ -93,6 +93,8 @@ FLAT_TOOLS = ToolSpelling(
 class Tools(Kind):
     """A list of function tools, as OpenAI function tools (None when empty)."""
 
+    as_sent = False
+
     spelling: ToolSpelling
 
     def read(self, value: Any, values: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
@@ -162,6 +164,8 @@ FLAT_CHOICE = ChoiceSpelling(
 class Choice(Kind):
     """The tool choice, read after the field `tools`: without it "auto" when tools are
     offered, else "none"; a choice that forces a call needs tools."""
+
+    as_sent = False
 
     spelling: ChoiceSpelling
     tools: str = "tools"
@@ -263,6 +267,8 @@ SCHEMA_FORMAT = FormatSpelling(bare_schema=True, forms="a JSON schema object")
 class Format(Kind):
     """An output format (None: free text)."""
 
+    as_sent = False
+
     spelling: FormatSpelling
 
     def read(self, value: Any, values: Mapping[str, Any]) -> OutputFormat | None:
@@ -306,6 +312,8 @@ class Format(Kind):
 class Gbnf(Kind):
     """A grammar in GBNF, llama.cpp's notation, that the answer must be a sentence of (none
     for "")."""
+
+    as_sent = False
 
     def read(self, value: Any, values: Mapping[str, Any]) -> OutputFormat | None:
         if not isinstance(value, str):

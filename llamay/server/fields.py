@@ -46,6 +46,8 @@ class Kind:
 
     # whether the value is one of model.generate's keyword arguments (Shape.sampling)
     sampling = False
+    # whether a value read is the value as sent (so that a default is one the schema can give)
+    as_sent = True
 
     def read(self, value: Any, values: Mapping[str, Any]) -> Any:
         return value
@@ -145,6 +147,7 @@ class Stop(Kind):
     """Stop strings: one string or a list of them (empty ones dropped)."""
 
     sampling = True
+    as_sent = False
 
     def read(self, value: Any, values: Mapping[str, Any]) -> list[str]:
         strings = [value] if isinstance(value, str) else value
@@ -162,9 +165,10 @@ class Stop(Kind):
 class LogitBias(Kind):
     """Token ids (ints, or their strings as JSON keys are) to a bias from -100 to 100; -100
     bans the token. Whether each id is in the vocabulary is the model's to tell
-    (inference.in_vocabulary)."""
+    (inference.vocabulary_checked)."""
 
     sampling = True
+    as_sent = False
 
     def read(self, value: Any, values: Mapping[str, Any]) -> dict[int, float] | None:
         if not isinstance(value, Mapping):
@@ -192,6 +196,21 @@ class LogitBias(Kind):
 
 
 @dataclass(frozen=True)
+class Object(Kind):
+    """A JSON object, taken as it is (`described`: more of its schema)."""
+
+    described: Mapping[str, Any] = field(default_factory=dict)
+
+    def read(self, value: Any, values: Mapping[str, Any]) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise Invalid("{name} must be an object")
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "object", **self.described}
+
+
+@dataclass(frozen=True)
 class Custom(Kind):
     """A field its family reads its own way: `reader(value)` (or `reader(value, values)` with
     `sees_values`) and the schema that says what it takes."""
@@ -199,6 +218,7 @@ class Custom(Kind):
     reader: Callable[..., Any]
     described: Mapping[str, Any] = field(default_factory=dict)
     sees_values: bool = False
+    as_sent = False
 
     def read(self, value: Any, values: Mapping[str, Any]) -> Any:
         return self.reader(value, values) if self.sees_values else self.reader(value)
@@ -281,7 +301,7 @@ class Field:
             schema = _nullable(schema)
         if self.doc:
             schema["description"] = self.doc
-        if self.default is not None and "default" not in schema:
+        if self.default is not None and self.kind.as_sent and "default" not in schema:
             schema["default"] = self.default
         return schema
 

@@ -96,6 +96,17 @@ def request_sampling(model: Model, body: Mapping[str, Any], **given: Any) -> dic
     return sampling_kwargs(model, **{**named, **given})
 
 
+def vocabulary_checked(model: Model, sampling: dict[str, Any]) -> dict[str, Any]:
+    """`sampling` (model.generate's keyword arguments, read by a request shape), once its
+    logit_bias is known to name only tokens of the model's vocabulary (400 otherwise)."""
+    for token in sampling.get("logit_bias") or {}:
+        if not 0 <= token < model.n_vocab:
+            raise ApiError(
+                400, f"logit_bias names token {token}, not in the vocabulary", "logit_bias"
+            )
+    return sampling
+
+
 def checked(name: str, value: Any) -> int | float:
     """A request's value for generation parameter `name`, checked against the range table the
     engine uses too (400 naming the parameter when it is out of range)."""

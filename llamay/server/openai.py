@@ -9,93 +9,18 @@ from __future__ import annotations
 import base64
 import secrets
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import falcon
 
 from llamay.server import anthropic, inference, openapi, pipeline, remote, sse, suffix
-from llamay.server.concepts import (
-    OPENAI_CHOICE,
-    OPENAI_FORMAT,
-    OPENAI_TOOLS,
-    Choice,
-    Format,
-    Tools,
-)
 from llamay.server.errors import ApiError, error_body, from_exception
-from llamay.server.fields import Field
+from llamay.server.fields import Values
+from llamay.server.openai_fields import CHAT, COMPLETION, EMBEDDINGS
 from llamay.server.state import Route, ServerState
 
 OWNER = "llamay"
-
-
-# The request bodies as the OpenAPI document gives them: the fields llamay reads (others are
-# ignored, as OpenAI's own server ignores what it does not know).
-_SAMPLING_FIELDS = {
-    "model": {"type": "string", "examples": ["gemma3:270m"]},
-    **openapi.sampling_properties(),
-    "max_tokens": openapi.parameter("max_tokens"),
-    "n": openapi.parameter("n"),
-    "stream": {"type": ["boolean", "null"]},
-    "stop": {"type": ["string", "array", "null"], "items": {"type": "string"}},
-    "logit_bias": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
-}
-_CHAT_REQUEST = {
-    "type": "object",
-    "required": ["model", "messages"],
-    "properties": {
-        **_SAMPLING_FIELDS,
-        "messages": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "required": ["role"],
-                "properties": {
-                    "role": {"enum": ["system", "developer", "user", "assistant", "tool"]},
-                    "content": {"type": ["string", "array", "null"]},
-                },
-            },
-        },
-        "max_completion_tokens": openapi.parameter("max_tokens"),
-        "logprobs": {"type": ["boolean", "null"]},
-        "top_logprobs": openapi.parameter("top_logprobs"),
-        "parallel_tool_calls": {"type": ["boolean", "null"]},
-        "reasoning_effort": {
-            "enum": ["none", "minimal", "low", "medium", "high", None],
-        },
-        "chat_template_kwargs": {"type": ["object", "null"]},
-        "response_format": {"type": ["object", "null"]},
-        "tools": {"type": ["array", "null"], "items": {"type": "object"}},
-        "tool_choice": {"type": ["string", "object", "null"]},
-        "stream_options": {"type": ["object", "null"]},
-    },
-}
-_COMPLETION_REQUEST = {
-    "type": "object",
-    "required": ["model", "prompt"],
-    "properties": {
-        **_SAMPLING_FIELDS,
-        "prompt": {"type": ["string", "array"]},
-        "logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 5},
-        "echo": {"type": ["boolean", "null"]},
-        "suffix": {"type": ["string", "null"]},
-    },
-}
-_RESPONSE_FORMAT = Field("response_format", Format(OPENAI_FORMAT), feeds="output")
-_TOOLS = Field("tools", Tools(OPENAI_TOOLS))
-_TOOL_CHOICE = Field("tool_choice", Choice(OPENAI_CHOICE))
-_EMBEDDINGS_REQUEST = {
-    "type": "object",
-    "required": ["model", "input"],
-    "properties": {
-        "model": _SAMPLING_FIELDS["model"],
-        "input": {"type": ["string", "array"]},
-        "encoding_format": {"enum": ["float", "base64"]},
-        "dimensions": {"type": "integer", "minimum": 1},
-    },
-}
 
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
@@ -105,16 +30,16 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
     app.add_route("/v1/models", _Models(state))
     app.add_route("/v1/models/{model_id:path}", _Model(state))
     for path, summary, request in (
-        ("/v1/chat/completions", "OpenAI chat completion", _CHAT_REQUEST),
-        ("/v1/completions", "OpenAI text completion", _COMPLETION_REQUEST),
-        ("/v1/embeddings", "OpenAI embeddings", _EMBEDDINGS_REQUEST),
+        ("/v1/chat/completions", "OpenAI chat completion", CHAT),
+        ("/v1/completions", "OpenAI text completion", COMPLETION),
+        ("/v1/embeddings", "OpenAI embeddings", EMBEDDINGS),
     ):
         openapi.describe(
             "POST",
             path,
             summary,
             tag="openai",
-            request=request,
+            request=request.schema(),
             response={"type": "object"},
             errors=openapi.MODEL_ROUTE_ERRORS,
             stream_type="text/event-stream" if "embeddings" not in path else None,
@@ -142,20 +67,6 @@ def created() -> int:
 
 def new_id(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(12)}"
-
-
-def _model_name(body: Mapping[str, Any]) -> str:
-    name = body.get("model")
-    if not isinstance(name, str) or not name:
-        raise ApiError(400, "model is required: the name of a model, such as gemma3:270m", "model")
-    return name
-
-
-def _stream_options(body: Mapping[str, Any]) -> tuple[bool, bool]:
-    """(stream, include_usage)."""
-    stream = bool(body.get("stream"))
-    options = body.get("stream_options") or {}
-    return stream, stream and bool(isinstance(options, Mapping) and options.get("include_usage"))
 
 
 def _usage(n_prompt: int, n_generated: int) -> dict[str, int]:
@@ -269,80 +180,58 @@ class _Answer:
 
 class _ChatCompletions(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = self.body(req)
-        name = _model_name(body)
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise ApiError(400, "messages must be a non-empty list", "messages")
-        stream, include_usage = _stream_options(body)
-        max_tokens = body.get("max_completion_tokens")
-        if max_tokens is None:
-            max_tokens = body.get("max_tokens")
+        values = CHAT.read(self.body(req))
+        name, stream = values["model"], values["stream"]
         provider = remote.find(name)
         if provider is not None:  # the options as the client gave them, for the upstream
+            sampling = CHAT.sampling(values)
             run: pipeline.Runner = remote.start(
                 provider,
-                messages,
-                max_tokens=max_tokens,
-                temperature=body.get("temperature"),
+                values["messages"],
+                max_tokens=sampling.get("max_tokens"),
+                temperature=sampling.get("temperature"),
                 stream=stream,
-                top_p=body.get("top_p"),
-                stop=body.get("stop"),
-                seed=body.get("seed"),
+                top_p=sampling.get("top_p"),
+                stop=sampling.get("stop"),
+                seed=sampling.get("seed"),
             )
         else:
             model = self.state.models.get(name)
-            run = pipeline.start(_chat_request(model, body, messages, max_tokens))
-        chat = _Chat(self.state, name, run, include_usage)
+            run = pipeline.start(_chat_request(model, values))
+        chat = _Chat(self.state, name, run, stream and values["stream_options"])
         pipeline.answer(req, resp, run, chat.stream if stream else None, chat.collect)
 
 
-def _chat_request(
-    model: Any, body: Mapping[str, Any], messages: list[Any], max_tokens: Any
-) -> pipeline.GenerationRequest:
-    tools = _TOOLS.read(body, {})
-    choice = _TOOL_CHOICE.read(body, {"tools": tools})
-    top_logprobs = body.get("top_logprobs")
+def _chat_request(model: Any, values: Values) -> pipeline.GenerationRequest:
+    sampling = CHAT.sampling(values)
+    if values["logprobs"]:
+        sampling["logprobs"] = values["top_logprobs"] or 0
+    choice = values["tool_choice"]
     return pipeline.GenerationRequest(
         model,
-        messages,
-        sampling=inference.request_sampling(
-            model,
-            body,
-            max_tokens=max_tokens,
-            logprobs=(top_logprobs or 0) if body.get("logprobs") else None,
-        ),
-        tools=tools,
+        values["messages"],
+        sampling=inference.vocabulary_checked(model, sampling),
+        tools=values["tools"],
         tool_choice=choice.mode,
         tool_name=choice.name,
-        parallel=body.get("parallel_tool_calls") is not False,
-        output=_RESPONSE_FORMAT.read(body, {}),
-        template_kwargs=_template_kwargs(body),
-        n=inference.check_n(body.get("n")),
-        truncate=bool(body.get("truncate")),
+        parallel=values["parallel_tool_calls"],
+        output=values["response_format"],
+        template_kwargs=_template_kwargs(values),
+        n=values["n"],
+        truncate=values["truncate"],
     )
 
 
-def _template_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
+def _template_kwargs(values: Values) -> dict[str, Any]:
     """The chat template's variables a request sets: `chat_template_kwargs` (llama.cpp's and
     vLLM's extension, e.g. {"enable_thinking": false}) and `reasoning_effort` (gpt-oss's
     Harmony reads it; "none" turns Qwen 3's thinking off)."""
-    extra = body.get("chat_template_kwargs")
-    if extra is not None and not isinstance(extra, Mapping):
-        raise ApiError(400, "chat_template_kwargs must be an object", "chat_template_kwargs")
-    variables = dict(extra or {})
-    effort = body.get("reasoning_effort")
-    if effort is not None:
-        if effort not in ("none", "minimal", "low", "medium", "high"):
-            raise ApiError(
-                400,
-                "reasoning_effort must be none, minimal, low, medium or high",
-                "reasoning_effort",
-            )
-        if effort == "none":
-            variables.setdefault("enable_thinking", False)
-        else:
-            variables.setdefault("reasoning_effort", "low" if effort == "minimal" else effort)
+    variables = dict(values["chat_template_kwargs"] or {})
+    effort = values["reasoning_effort"]
+    if effort == "none":
+        variables.setdefault("enable_thinking", False)
+    elif effort is not None:
+        variables.setdefault("reasoning_effort", "low" if effort == "minimal" else effort)
     return variables
 
 
@@ -462,47 +351,27 @@ def _logprob_entry(model: Any, piece: Any) -> dict[str, Any]:
 
 class _Completions(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = self.body(req)
-        name = _model_name(body)
-        stream, include_usage = _stream_options(body)
+        values = COMPLETION.read(self.body(req))
+        name, stream = values["model"], values["stream"]
         model = self.state.models.get(name)
-        echo = bool(body.get("echo"))
-        max_tokens = body.get("max_tokens")
-        if max_tokens is None:
-            max_tokens = 16  # OpenAI's default for completions
-        sampling = inference.request_sampling(
-            model, body, max_tokens=max_tokens, logprobs=body.get("logprobs")
-        )
-        prompts = _prompts(body.get("prompt"))
-        if body.get("suffix") is not None:  # code completion: the middle, through FIM tokens
-            if echo:
+        prompts = values["prompt"]
+        if values["suffix"] is not None:  # code completion: the middle, through FIM tokens
+            if values["echo"]:
                 raise ApiError(400, "echo and suffix cannot be combined", "echo")
-            prompts = suffix.filled(model, name, prompts, body["suffix"], max_tokens)
+            max_tokens = values["max_tokens"]
+            prompts = suffix.filled(model, name, prompts, values["suffix"], max_tokens)
         request = pipeline.GenerationRequest(
             model,
             prompts=prompts,
-            sampling=sampling,
+            sampling=inference.vocabulary_checked(model, COMPLETION.sampling(values)),
             reasoning=False,  # a raw prompt: the text is the answer, tags and all
-            n=inference.check_n(body.get("n")),
-            truncate=bool(body.get("truncate")),
-            echo=echo,
+            n=values["n"],
+            truncate=values["truncate"],
+            echo=values["echo"],
         )
         run = pipeline.start(request)
-        completion = _TextCompletion(self.state, name, run, include_usage)
+        completion = _TextCompletion(self.state, name, run, stream and values["stream_options"])
         pipeline.answer(req, resp, run, completion.stream if stream else None, completion.collect)
-
-
-def _prompts(prompt: Any) -> list[str | list[int]]:
-    """The prompts of a completion request: a string, a list of strings, a list of token ids,
-    or a list of such lists."""
-    if isinstance(prompt, str):
-        return [prompt]
-    if isinstance(prompt, list) and prompt:
-        if all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
-            return [prompt]
-        if all(isinstance(p, str) for p in prompt) or all(isinstance(p, list) for p in prompt):
-            return list(prompt)
-    raise ApiError(400, "prompt must be a string, a list of strings, or token ids", "prompt")
 
 
 class _TextCompletion(_Answer):
@@ -642,17 +511,13 @@ class _LegacyLogprobs:
 
 class _Embeddings(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = self.body(req)
-        name = _model_name(body)
-        encoding = body.get("encoding_format", "float")
-        if encoding not in ("float", "base64"):
-            raise ApiError(400, "encoding_format must be 'float' or 'base64'", "encoding_format")
-        inputs = _embedding_inputs(body.get("input"))
+        values = EMBEDDINGS.read(self.body(req))
+        name, encoding, inputs = values["model"], values["encoding_format"], values["input"]
         model = self.state.models.get(name)
-        dimensions = _dimensions(body.get("dimensions"), model.n_embd)
+        dimensions = _dimensions(values["dimensions"], model.n_embd)
         data = []
         ids = [
-            pipeline.raw_prompt(model, item, truncate=bool(body.get("truncate")), reserve=0)
+            pipeline.raw_prompt(model, item, truncate=values["truncate"], reserve=0)
             for item in inputs
         ]
         n_tokens = sum(len(one) for one in ids)
@@ -674,29 +539,10 @@ class _Embeddings(Route):
         }
 
 
-def _embedding_inputs(value: Any) -> list[str | list[int]]:
-    if isinstance(value, str):
-        if not value:
-            raise ApiError(400, "input must not be empty", "input")
-        return [value]
-    try:
-        inputs = _prompts(value)
-    except ApiError:
-        raise ApiError(
-            400, "input must be a string, a list of strings, or token ids", "input"
-        ) from None
-    if any(not item for item in inputs):
-        raise ApiError(400, "input must not contain empty strings", "input")
-    return inputs
-
-
-def _dimensions(dimensions: Any, n_embd: int) -> int | None:
-    """OpenAI's `dimensions`: the first that many components, renormalized (Model.embed)."""
-    if dimensions is not None and (
-        isinstance(dimensions, bool)
-        or not isinstance(dimensions, int)
-        or not 1 <= dimensions <= n_embd
-    ):
+def _dimensions(dimensions: int | None, n_embd: int) -> int | None:
+    """OpenAI's `dimensions`: the first that many components, renormalized (Model.embed); at
+    most the model's own."""
+    if dimensions is not None and dimensions > n_embd:
         raise ApiError(400, f"dimensions must be from 1 to {n_embd}", "dimensions")
     return dimensions
 
