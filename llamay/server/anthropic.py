@@ -17,7 +17,7 @@ from typing import Any
 import falcon
 
 from llamay import chat
-from llamay.server import inference, openapi, pipeline, remote, sse
+from llamay.server import openapi, pipeline, remote, sse
 from llamay.server.concepts import (
     ANTHROPIC_CHOICE,
     ANTHROPIC_FORMAT,
@@ -27,46 +27,12 @@ from llamay.server.concepts import (
     Tools,
 )
 from llamay.server.errors import ApiError, error_body, from_exception
-from llamay.server.fields import Field
+from llamay.server.fields import Custom, Field, Flag, Invalid, Shape, Stop, Text, Values, param
 from llamay.server.state import Route, ServerState
 
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "cancelled": "end_turn"}
-
-
-# The request body as the OpenAPI document gives it: the fields llamay reads.
-_MESSAGES_REQUEST = {
-    "type": "object",
-    "required": ["model", "messages", "max_tokens"],
-    "properties": {
-        "model": {"type": "string", "examples": ["gemma3:270m"]},
-        "max_tokens": {"type": "integer", "minimum": 1},
-        "messages": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "required": ["role", "content"],
-                "properties": {
-                    "role": {"enum": ["user", "assistant", "system"]},
-                    "content": {"type": ["string", "array"]},
-                },
-            },
-        },
-        "system": {"type": ["string", "array"]},
-        "stop_sequences": {"type": "array", "items": {"type": "string"}},
-        "temperature": {"type": "number", "minimum": 0, "maximum": 1},  # Anthropic's range
-        "top_p": openapi.parameter("top_p"),
-        "top_k": openapi.parameter("top_k"),
-        "stream": {"type": "boolean"},
-        "tools": {"type": "array", "items": {"type": "object"}},
-        "tool_choice": {"type": "object"},
-    },
-}
-
-
-_OUTPUT_CONFIG = Field("output_config", Format(ANTHROPIC_FORMAT), feeds="output")
-_TOOLS = Field("tools", Tools(ANTHROPIC_TOOLS))
-_TOOL_CHOICE = Field("tool_choice", Choice(ANTHROPIC_CHOICE))
+_NO_MODEL = "model: a model name is required, such as gemma3:270m"
+_NO_MESSAGES = "messages: a non-empty list of messages is required"
 
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
@@ -77,7 +43,7 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
         "/v1/messages",
         "Anthropic message",
         tag="anthropic",
-        request=_MESSAGES_REQUEST,
+        request=MESSAGES.schema(),
         response={"type": "object"},
         errors=openapi.MODEL_ROUTE_ERRORS,
         stream_type="text/event-stream",
@@ -87,7 +53,7 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
         "/v1/messages/count_tokens",
         "Anthropic token count",
         tag="anthropic",
-        request={**_MESSAGES_REQUEST, "required": ["model", "messages"]},
+        request=COUNT_TOKENS.schema(),
         response={"type": "object", "properties": {"input_tokens": {"type": "integer"}}},
         errors=openapi.MODEL_ROUTE_ERRORS,
     )
@@ -112,22 +78,12 @@ def model_object(name: str, made: int) -> dict[str, Any]:
 class _Request:
     """A Messages request read into the pipeline's terms (the conversation OpenAI-shaped)."""
 
-    def __init__(self, body: Mapping[str, Any], *, generating: bool) -> None:
-        name = body.get("model")
-        if not isinstance(name, str) or not name:
-            raise ApiError(400, "model: a model name is required, such as gemma3:270m")
-        if generating and body.get("max_tokens") is None:
-            raise ApiError(400, "max_tokens: Field required")
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise ApiError(400, "messages: a non-empty list of messages is required")
-        self.name = name
-        self.tools = _TOOLS.read(body, {})
-        self.choice = _TOOL_CHOICE.read(body, {"tools": self.tools})
-        self.conversation = _system(body.get("system")) + [
-            m for raw in messages for m in _message(raw)
-        ]
-        self.thinking = _thinking(body.get("thinking"))
+    def __init__(self, values: Values) -> None:
+        self.name: str = values["model"]
+        self.tools = values["tools"]
+        self.choice = values["tool_choice"]
+        self.conversation = (values["system"] or []) + values["messages"]
+        self.thinking: bool | None = values["thinking"]
 
     def chat(self, model: Any, sampling: dict[str, Any] | None = None, **options: Any) -> Any:
         """The pipeline's request for this message (`options`: parallel, output)."""
@@ -144,62 +100,40 @@ class _Request:
         )
 
 
-def _thinking(value: Any) -> bool | None:
-    """`thinking` ({"type": "enabled", "budget_tokens": N} or {"type": "disabled"}) as the
-    template's enable_thinking; None when the request leaves it to the template."""
-    if value is None:
-        return None
-    kind = value.get("type") if isinstance(value, Mapping) else None
-    if kind not in ("enabled", "disabled", "adaptive"):
-        raise ApiError(400, "thinking: type must be enabled, disabled or adaptive")
-    return kind != "disabled"
-
-
 class _Messages(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = self.body(req)
-        request = _Request(body, generating=True)
-        stream = bool(body.get("stream"))
+        values = MESSAGES.read(self.body(req))
+        request = _Request(values)
+        stream = values["stream"]
+        sampling = MESSAGES.sampling(values)
         provider = remote.find(request.name)
         if provider is not None:  # the options as the client gave them, for the upstream
             run: pipeline.Runner = remote.start(
                 provider,
                 request.conversation,
-                max_tokens=body.get("max_tokens"),
-                temperature=body.get("temperature"),
+                max_tokens=sampling.get("max_tokens"),
+                temperature=sampling.get("temperature"),
                 stream=stream,
-                top_p=body.get("top_p"),
-                stop=body.get("stop_sequences"),
+                top_p=sampling.get("top_p"),
+                stop=sampling.get("stop"),
             )
         else:
-            run = pipeline.start(self._local(request, body))
+            model = self.state.models.get(request.name)
+            generation = request.chat(
+                model,
+                sampling,
+                parallel=request.choice.parallel is not False,
+                output=values["output_config"],
+            )
+            run = pipeline.start(generation)
         reply = _Reply(self.state, request.name, run)
         pipeline.answer(req, resp, run, reply.stream if stream else None, reply.collect)
-
-    def _local(self, request: _Request, body: Mapping[str, Any]) -> Any:
-        model = self.state.models.get(request.name)
-        parallel = request.choice.parallel is not False
-        sampling = inference.sampling_kwargs(
-            model,
-            max_tokens=body.get("max_tokens"),
-            temperature=body.get("temperature"),
-            top_p=body.get("top_p"),
-            top_k=body.get("top_k"),
-            stop=body.get("stop_sequences"),
-            seed=body.get("seed"),
-        )
-        return request.chat(
-            model,
-            sampling,
-            parallel=parallel,
-            output=_OUTPUT_CONFIG.read(body, {}),
-        )
 
 
 class _CountTokens(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = self.body(req)
-        request = _Request(body, generating=False)
+        request = _Request(COUNT_TOKENS.read(body))
         model = self.state.models.get(request.name)
         resp.media = {"input_tokens": len(request.chat(model).prompt())}
 
@@ -367,10 +301,25 @@ class _Blocks:
 # --- request translation ------------------------------------------------------------------------
 
 
+def _thinking(value: Any) -> bool | None:
+    """`thinking` ({"type": "enabled", "budget_tokens": N} or {"type": "disabled"}) as the
+    template's enable_thinking."""
+    kind = value.get("type") if isinstance(value, Mapping) else None
+    if kind not in ("enabled", "disabled", "adaptive"):
+        raise Invalid("thinking: type must be enabled, disabled or adaptive")
+    return kind != "disabled"
+
+
 def _system(system: Any) -> list[dict[str, Any]]:
-    if system is None or system == "":
+    if system == "":
         return []
     return [{"role": "system", "content": chat.text_of(system, "system")}]
+
+
+def _messages(messages: Any) -> list[dict[str, Any]]:
+    if not isinstance(messages, list) or not messages:
+        raise Invalid(_NO_MESSAGES)
+    return [m for raw in messages for m in _message(raw)]
 
 
 def _message(raw: Any) -> list[dict[str, Any]]:
@@ -416,3 +365,61 @@ def _message(raw: Any) -> list[dict[str, Any]]:
             message["tool_calls"] = calls
         messages.append(message)
     return messages
+
+
+# --- the request bodies, declared once -----------------------------------------------------------
+
+_TEXT_OR_BLOCKS = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}]}
+_MESSAGE = {
+    "type": "object",
+    "required": ["role", "content"],
+    "properties": {"role": {"enum": ["user", "assistant", "system"]}, "content": _TEXT_OR_BLOCKS},
+}
+_THINKING = {
+    "type": "object",
+    "required": ["type"],
+    "properties": {
+        "type": {"enum": ["enabled", "disabled", "adaptive"]},
+        "budget_tokens": {"type": "integer"},
+    },
+}
+
+
+def _conversation() -> tuple[Field, ...]:
+    """What a message and its token count read: the conversation, its tools and its thinking."""
+    return (
+        Field("model", Text(nonempty=True), required=_NO_MODEL, invalid=_NO_MODEL),
+        Field("system", Custom(_system, _TEXT_OR_BLOCKS), "the system prompt"),
+        Field(
+            "messages",
+            Custom(_messages, {"type": "array", "minItems": 1, "items": _MESSAGE}),
+            required=_NO_MESSAGES,
+        ),
+        Field("tools", Tools(ANTHROPIC_TOOLS)),
+        Field("tool_choice", Choice(ANTHROPIC_CHOICE)),
+        Field(
+            "thinking",
+            Custom(_thinking, _THINKING),
+            "the template's enable_thinking (left to the template without it)",
+            feeds="template_kwargs",
+        ),
+    )
+
+
+MESSAGES = Shape(
+    *_conversation(),
+    Field("max_tokens", param("max_tokens"), required="max_tokens: Field required"),
+    Field("stop_sequences", Stop(), feeds="stop"),
+    Field("temperature", param("temperature")),
+    Field("top_p", param("top_p")),
+    Field("top_k", param("top_k")),
+    Field("seed", param("seed"), "llamay's: the sampler's seed"),
+    Field("stream", Flag(), "answer as server-sent events", default=False),
+    Field(
+        "output_config",
+        Format(ANTHROPIC_FORMAT),
+        "format: the JSON schema of the answer",
+        feeds="output",
+    ),
+)
+COUNT_TOKENS = Shape(*_conversation())
