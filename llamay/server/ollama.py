@@ -12,7 +12,7 @@ accepted and ignored, as are options llamay has no use for (mirostat, tfs_z...).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -24,20 +24,16 @@ from llamay.chat import reasoning_of
 from llamay.engine import Model
 from llamay.errors import LlamayError
 from llamay.server import inference, ollama_models, pipeline, suffix, ui
-from llamay.server.concepts import OLLAMA_FORMAT, OPENAI_TOOLS, Format, OutputFormat, Tools
 from llamay.server.errors import ApiError, read_json
-from llamay.server.fields import Field
+from llamay.server.fields import Shape
 from llamay.server.models import parse_keep_alive
 from llamay.server.ollama_describe import describe_routes
-from llamay.server.ollama_models import model_name, respond_ndjson, stored
-from llamay.server.ollama_options import OLLAMA_OPTIONS
+from llamay.server.ollama_fields import CHAT, EMBED, EMBEDDINGS, GENERATE, OPTIONS
+from llamay.server.ollama_models import respond_ndjson, stored
 from llamay.server.ollama_template import render_template
 from llamay.server.state import Route, ServerState
 from llamay.server.watch import cancelled_on_disconnect
 from llamay.system import system_info
-
-_FORMAT = Field("format", Format(OLLAMA_FORMAT), feeds="output")
-_TOOLS = Field("tools", Tools(OPENAI_TOOLS))  # Ollama's tools are OpenAI's
 
 
 def add_routes(app: falcon.App, state: ServerState) -> None:
@@ -89,27 +85,22 @@ class _Request:
     """What generate and chat share: the model (loaded, and how long that took), sampling,
     streaming, and the answer's closing object."""
 
-    def __init__(self, state: ServerState, req: falcon.Request) -> None:
+    def __init__(self, state: ServerState, req: falcon.Request, shape: Shape) -> None:
         self.started = time.perf_counter()
         self.state = state
-        self.body = read_json(req, state.config.max_body_bytes)
-        self.name = model_name(self.body)
-        self.stream = _flag(self.body, "stream", True)
-        if self.body.get("images"):
-            raise ApiError(400, "'images' is not supported: llamay runs text models", "images")
-        think = self.body.get("think")
-        if think is not None and think not in (True, False, "low", "medium", "high"):
-            raise ApiError(400, 'think must be true, false, "low", "medium" or "high"', "think")
-        self.think = think
+        self.values = shape.read(read_json(req, state.config.max_body_bytes))
+        self.name: str = self.values["model"]
+        self.stream: bool = self.values["stream"]
+        self.think = self.values["think"]
         # None: no log-probabilities; k: each token's, with its k most likely alternatives.
-        top = self.body.get("top_logprobs")
-        self.logprobs = (top or 0) if _flag(self.body, "logprobs", False) or top else None
-        self.keep_alive = self.body.get("keep_alive")
+        top = self.values["top_logprobs"]
+        self.logprobs = (top or 0) if self.values["logprobs"] or top else None
+        self.keep_alive = self.values["keep_alive"]
         self.model: Model = state.models.get(self.name, self.keep_alive)
         self.load_s = time.perf_counter() - self.started
         self.entry = stored(state, self.name)
         self.reasons = reasoning_of(self.model.chat_template.source) is not None
-        if think not in (None, False) and not self.reasons:
+        if self.think not in (None, False) and not self.reasons:
             raise ApiError(400, f"{self.name!r} does not support thinking", "think")
 
     def template_kwargs(self) -> dict[str, Any]:
@@ -136,18 +127,11 @@ class _Request:
 
     def sampling(self) -> dict[str, Any]:
         """model.generate's keyword arguments: the params layer, then `options` over it."""
-        options = self.body.get("options") or {}
-        if not isinstance(options, Mapping):
-            raise ApiError(400, "options must be an object", "options")
-        merged = {**(self.entry.params if self.entry else {}), **options}
-        chosen = {ours: merged.get(theirs) for theirs, ours in OLLAMA_OPTIONS.items()}
-        if isinstance(chosen["max_tokens"], int) and chosen["max_tokens"] < 0:
-            chosen["max_tokens"] = None  # -1: until the model stops; -2: until the context is full
-        return inference.sampling_kwargs(self.model, **chosen, logprobs=self.logprobs)
-
-    def output(self) -> OutputFormat | None:
-        """The output format of `format`: "json" (any JSON object) or a JSON schema."""
-        return _FORMAT.read(self.body, {})
+        params = self.entry.params if self.entry else {}
+        sampling = OPTIONS.sampling(OPTIONS.read({**params, **(self.values["options"] or {})}))
+        if self.logprobs is not None:
+            sampling["logprobs"] = self.logprobs
+        return sampling
 
     def head(self) -> dict[str, Any]:
         return {"model": self.name, "created_at": _now()}
@@ -190,17 +174,17 @@ class _Request:
 
 class _Generate(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        request = _Request(self.state, req)
-        body, model = request.body, request.model
-        prompt, insert = _optional_text(body, "prompt"), _optional_text(body, "suffix")
+        request = _Request(self.state, req, GENERATE)
+        values, model = request.values, request.model
+        prompt, insert = values["prompt"], values["suffix"]
         if not prompt and not insert:
             resp.media = {**request.load_answer(), "response": ""}
             return
-        templated = not (_flag(body, "raw", False) or _optional_text(body, "template"))
+        templated = not (values["raw"] or values["template"])
         sampling = request.sampling()
         if insert:  # code completion: the middle, through the model's FIM tokens
             for field in ("context", "template"):
-                if body.get(field):
+                if values[field]:
                     raise ApiError(400, f"{field} and suffix cannot be combined", field)
             templated = False
             (ids,) = suffix.filled(
@@ -213,7 +197,7 @@ class _Generate(Route):
                 model,
                 prompts=[ids],
                 sampling=sampling,
-                output=request.output(),
+                output=values["format"],
                 reasoning=templated and request.reasons,
             )
         )
@@ -233,10 +217,10 @@ class _Generate(Route):
     def _prompt_ids(self, request: _Request, prompt: str) -> list[int]:
         """The prompt's tokens after `context` (the tokens of the earlier turns): through the
         chat template, or the request's Go template, or as it stands with `raw`."""
-        body, model = request.body, request.model
-        context = _context_ids(body.get("context"), model)
-        system = _optional_text(body, "system") or (request.entry.system if request.entry else "")
-        template, raw = _optional_text(body, "template"), _flag(body, "raw", False)
+        values, model = request.values, request.model
+        context = _in_vocabulary(values["context"], model)
+        system = values["system"] or (request.entry.system if request.entry else "")
+        template, raw = values["template"], values["raw"]
         if raw or template:
             text = prompt if raw else render_template(template, system, prompt)
             ids = model.tokenize(
@@ -257,17 +241,17 @@ class _Generate(Route):
 
 class _Chat(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        request = _Request(self.state, req)
-        body, model = request.body, request.model
-        messages = _messages(body.get("messages"))
+        request = _Request(self.state, req, CHAT)
+        model = request.model
+        messages = list(request.values["messages"] or ())
         if not messages:
             closing = request.load_answer()
             resp.media = {**closing, "message": {"role": "assistant", "content": ""}}
             return
         if request.entry and request.entry.system and messages[0]["role"] != "system":
             messages.insert(0, {"role": "system", "content": request.entry.system})
-        tools = _TOOLS.read(body, {})
-        output = request.output()
+        tools = request.values["tools"]
+        output = request.values["format"]
         if tools and output is not None:
             raise ApiError(400, "give 'format' or 'tools', not both", "format")
         chat = pipeline.GenerationRequest(
@@ -382,21 +366,12 @@ def _merged(messages: list[dict[str, Any]]) -> dict[str, Any]:
 class _Embed(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         started = time.perf_counter()
-        body = self.body(req)
-        name = model_name(body)
-        inputs = body.get("input", [])
-        inputs = [inputs] if isinstance(inputs, str) else inputs
-        if not isinstance(inputs, list) or not all(isinstance(text, str) for text in inputs):
-            raise ApiError(400, "input must be a string or a list of strings", "input")
-        truncate = _flag(body, "truncate", True)
-        dimensions = body.get("dimensions")
-        model = self.state.models.get(name, body.get("keep_alive"))
+        values = EMBED.read(self.body(req))
+        name, inputs, truncate = values["model"], values["input"], values["truncate"]
+        dimensions = values["dimensions"]
+        model = self.state.models.get(name, values["keep_alive"])
         load_s = time.perf_counter() - started
-        if dimensions is not None and (
-            isinstance(dimensions, bool)
-            or not isinstance(dimensions, int)
-            or not 1 <= dimensions <= model.n_embd
-        ):
+        if dimensions is not None and dimensions > model.n_embd:
             raise ApiError(400, f"dimensions must be from 1 to {model.n_embd}", "dimensions")
         ids = []
         for text in inputs:
@@ -421,10 +396,9 @@ class _Embeddings(Route):
     """The older embedding route: one prompt, the vector not normalized (as Ollama's)."""
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = self.body(req)
-        name = model_name(body)
-        prompt = _optional_text(body, "prompt")
-        model = self.state.models.get(name, body.get("keep_alive"))
+        values = EMBEDDINGS.read(self.body(req))
+        name, prompt = values["model"], values["prompt"]
+        model = self.state.models.get(name, values["keep_alive"])
         if not prompt:
             resp.media = {"embedding": []}
             return
@@ -437,58 +411,12 @@ class _Embeddings(Route):
 # --- request fields ------------------------------------------------------------------------------
 
 
-def _flag(body: dict[str, Any], name: str, default: bool) -> bool:
-    value = body.get(name, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ApiError(400, f"{name} must be true or false", name)
-    return value
-
-
-def _optional_text(body: dict[str, Any], name: str) -> str:
-    value = body.get(name)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise ApiError(400, f"{name} must be a string", name)
-    return value
-
-
-def _context_ids(context: Any, model: Model) -> list[int]:
-    """The `context` of an earlier answer: the token ids of the conversation so far."""
-    if context is None:
-        return []
-    if not isinstance(context, list) or not all(
-        isinstance(t, int) and not isinstance(t, bool) and 0 <= t < model.n_vocab for t in context
-    ):
+def _in_vocabulary(context: list[int], model: Model) -> list[int]:
+    """The `context` of an earlier answer (the token ids of the conversation so far), once
+    each is known to be in the model's vocabulary."""
+    if any(token >= model.n_vocab for token in context):
         raise ApiError(400, "context must be the token ids an earlier answer returned", "context")
     return list(context)
-
-
-def _messages(messages: Any) -> list[dict[str, Any]]:
-    """Ollama chat messages in the shape chat.chat_prompt takes (a tool result's
-    `tool_name` becomes `name`)."""
-    if messages is None:
-        return []
-    if not isinstance(messages, list):
-        raise ApiError(400, "messages must be a list", "messages")
-    converted = []
-    for message in messages:
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise ApiError(400, "each message needs a role and content", "messages")
-        if message.get("images"):
-            raise ApiError(400, "images are not supported: llamay runs text models", "messages")
-        content = message.get("content")
-        if content is not None and not isinstance(content, str):
-            raise ApiError(400, "message content must be a string", "messages")
-        plain = {"role": message["role"], "content": content or ""}
-        if message.get("tool_calls"):
-            plain["tool_calls"] = message["tool_calls"]
-        if message.get("tool_name"):
-            plain["name"] = message["tool_name"]
-        converted.append(plain)
-    return converted
 
 
 def _now() -> str:

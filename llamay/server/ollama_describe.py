@@ -1,10 +1,12 @@
-"""The OpenAPI description of the Ollama routes (ollama.py, ollama_models.py)."""
+"""The OpenAPI description of the Ollama routes (ollama.py, ollama_models.py); the bodies of
+generate, chat and the embedding routes are their declarations' schemas (ollama_fields.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from llamay.server import openapi
+from llamay.server.ollama_fields import CHAT, EMBED, EMBEDDINGS, GENERATE
 
 _STRING = {"type": "string"}
 _BOOL = {"type": "boolean"}
@@ -13,27 +15,6 @@ _NUMBER = {"type": "number"}
 _OBJECT = {"type": "object"}
 _DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
 _ARRAY_OF_OBJECTS = {"type": "array", "items": _OBJECT}
-_KEEP_ALIVE = {"oneOf": [_NUMBER, _STRING]}
-_OPTIONS = {
-    "type": "object",
-    "properties": {
-        "num_predict": _INT,
-        "num_ctx": _INT,
-        "num_thread": _INT,
-        "temperature": openapi.parameter("temperature"),
-        "top_k": openapi.parameter("top_k"),
-        "top_p": openapi.parameter("top_p"),
-        "min_p": openapi.parameter("min_p"),
-        "typical_p": openapi.parameter("typical_p"),
-        "seed": openapi.parameter("seed"),
-        "stop": {"type": "array", "items": _STRING},
-        "repeat_penalty": openapi.parameter("repeat_penalty"),
-        "repeat_last_n": openapi.parameter("repeat_last_n"),
-        "presence_penalty": openapi.parameter("presence_penalty"),
-        "frequency_penalty": openapi.parameter("frequency_penalty"),
-    },
-}
-_FORMAT = {"oneOf": [{"type": "string", "enum": ["", "json"]}, _OBJECT]}
 _DETAILS = {
     "type": "object",
     "properties": {
@@ -105,31 +86,12 @@ def describe_routes() -> None:
             },
         },
     )
-    common = {
-        "model": _STRING,
-        "format": _FORMAT,
-        "options": _OPTIONS,
-        "stream": _BOOL,
-        "keep_alive": _KEEP_ALIVE,
-        "logprobs": _BOOL,
-        "top_logprobs": {"type": "integer", "minimum": 0, "maximum": 20},
-    }
     describe(
         "POST",
         "/api/generate",
         "Generate a completion (NDJSON stream unless stream is false)",
         tag="ollama",
-        request=_request(
-            {
-                **common,
-                "prompt": _STRING,
-                "suffix": _STRING,
-                "system": _STRING,
-                "template": _STRING,
-                "context": {"type": "array", "items": _INT},
-                "raw": _BOOL,
-            }
-        ),
+        request=GENERATE.schema(),
         response={
             "type": "object",
             "properties": {
@@ -148,9 +110,7 @@ def describe_routes() -> None:
         "/api/chat",
         "Chat (NDJSON stream unless stream is false)",
         tag="ollama",
-        request=_request(
-            {**common, "messages": {"type": "array", "items": _MESSAGE}, "tools": _ARRAY_OF_OBJECTS}
-        ),
+        request=CHAT.schema(),
         response={
             "type": "object",
             "properties": {"model": _STRING, "created_at": _STRING, "message": _MESSAGE, **_DONE},
@@ -163,16 +123,7 @@ def describe_routes() -> None:
         "/api/embed",
         "Embeddings of one or more inputs (unit length)",
         tag="ollama",
-        request=_request(
-            {
-                "model": _STRING,
-                "input": {"oneOf": [_STRING, {"type": "array", "items": _STRING}]},
-                "truncate": _BOOL,
-                "dimensions": {"type": "integer", "minimum": 1},
-                "options": _OPTIONS,
-                "keep_alive": _KEEP_ALIVE,
-            }
-        ),
+        request=EMBED.schema(),
         response={
             "type": "object",
             "properties": {
@@ -187,7 +138,7 @@ def describe_routes() -> None:
         "/api/embeddings",
         "The embedding of one prompt (the older route; not normalized)",
         tag="ollama",
-        request=_request({"model": _STRING, "prompt": _STRING, "keep_alive": _KEEP_ALIVE}),
+        request=EMBEDDINGS.schema(),
         response={"type": "object", "properties": {"embedding": {"type": "array"}}},
         errors=_ERRORS,
     )

@@ -32,6 +32,7 @@ from llamay.gguf.quantize import (
     plan_file,
 )
 from llamay.server.errors import ApiError
+from llamay.server.ollama_fields import MODEL, STREAM
 from llamay.server.state import Route, ServerState
 from llamay.store import prune
 from llamay.store.blobs import blob_path
@@ -69,10 +70,7 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
 
 def model_name(body: dict[str, Any]) -> str:
     """The model a request names: `model`, or `name` as older clients send it."""
-    name = body.get("model", body.get("name"))
-    if not isinstance(name, str) or not name:
-        raise ApiError(400, "model is required: the name of a model", "model")
-    return name
+    return MODEL.read(body, {})
 
 
 def stored(state: ServerState, name: str) -> store.ModelEntry | None:
@@ -465,10 +463,7 @@ def _run(
 ) -> None:
     """Run `work(progress)`: streamed, its progress events as NDJSON ending with an `error`
     object if it fails; otherwise the last event once it is done (or the error, as a status)."""
-    stream = body.get("stream", True)
-    if not isinstance(stream, bool):
-        raise ApiError(400, "stream must be true or false", "stream")
-    if not stream:
+    if not STREAM.read(body, {}):
         events: list[dict] = []
         work(events.append)
         resp.media = events[-1] if events else {"status": "success"}
