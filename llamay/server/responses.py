@@ -29,9 +29,11 @@ import numpy as np
 
 from llamay.engine import Model
 from llamay.errors import LlamayError
-from llamay.server import inference, openapi, pipeline, remote, sse
+from llamay.server import openapi, pipeline, remote, sse
 from llamay.server.errors import ApiError, from_exception, read_json
 from llamay.server.responses_items import (
+    INPUT_TOKENS,
+    REQUEST,
     Request,
     as_messages,
     call_item,
@@ -47,28 +49,6 @@ from llamay.server.watch import client_gone
 from llamay.state import Context
 
 _ITEM = {"type": "object"}
-_REQUEST = {
-    "type": "object",
-    "properties": {
-        "model": {"type": "string", "examples": ["gemma3:270m"]},
-        "input": {"type": ["string", "array"], "items": _ITEM},
-        "instructions": {"type": ["string", "null"]},
-        "previous_response_id": {"type": ["string", "null"]},
-        "store": {"type": ["boolean", "null"]},
-        "stream": {"type": ["boolean", "null"]},
-        "max_output_tokens": openapi.parameter("max_tokens", nullable=True),
-        "temperature": openapi.parameter("temperature", nullable=True),
-        "top_p": openapi.parameter("top_p", nullable=True),
-        "seed": openapi.parameter("seed", nullable=True),
-        "tools": {"type": ["array", "null"], "items": _ITEM},
-        "tool_choice": {"type": ["string", "object", "null"]},
-        "parallel_tool_calls": {"type": ["boolean", "null"]},
-        "text": {"type": ["object", "null"]},
-        "reasoning": {"type": ["object", "null"]},
-        "metadata": {"type": ["object", "null"], "additionalProperties": {"type": "string"}},
-        "truncation": {"enum": ["auto", "disabled", None]},
-    },
-}
 _RESPONSE = {
     "type": "object",
     "required": ["id", "object", "created_at", "status", "model", "output"],
@@ -111,7 +91,7 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
         "/v1/responses",
         "OpenAI Responses: a response, stored as a context unless store is false",
         tag="openai",
-        request=_REQUEST,
+        request=REQUEST.schema(),
         response=_RESPONSE,
         errors={**openapi.MODEL_ROUTE_ERRORS, 429: "too many open contexts (--max-contexts)"},
         stream_type="text/event-stream",
@@ -121,7 +101,7 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
         "/v1/responses/input_tokens",
         "The number of tokens a Responses request's input is",
         tag="openai",
-        request=_REQUEST,
+        request=INPUT_TOKENS.schema(),
         response={
             "type": "object",
             "properties": {
@@ -186,7 +166,8 @@ class _Responses:
             )
         model = self.state.models.get(name)
         conversation = (previous.conversation if previous else []) + request.messages
-        generation = _generation(model, request, conversation, _sampling(model, request))
+        sampling = {name: value for name, value in request.sampling.items() if value is not None}
+        generation = _generation(model, request, conversation, sampling)
         prompt = generation.prompt()
         if request.store:
             self.store.check_room()
@@ -289,16 +270,6 @@ def _previous(store: ResponseStore, request: Request) -> Stored | None:
         return store.get(request.previous_response_id)
     except ApiError as error:
         error.param = "previous_response_id"
-        raise
-
-
-def _sampling(model: Model, request: Request) -> dict[str, Any]:
-    try:
-        return inference.sampling_kwargs(model, **request.sampling)
-    except ApiError as error:
-        if error.param == "max_tokens":  # the table's name for this API's max_output_tokens
-            error.message = error.message.replace("max_tokens", "max_output_tokens")
-            error.param = "max_output_tokens"
         raise
 
 

@@ -9,6 +9,7 @@ the model answers becomes output items (`message` with `output_text`, or `functi
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,18 +27,21 @@ from llamay.server.concepts import (
     Tools,
 )
 from llamay.server.errors import ApiError
-from llamay.server.fields import Field
+from llamay.server.fields import (
+    Anything,
+    Custom,
+    Field,
+    Flag,
+    Invalid,
+    OneOf,
+    Refused,
+    Shape,
+    Text,
+    param,
+)
 
-# Fields of the request that this server cannot honour: 400 rather than silently ignored.
-_UNSUPPORTED = {
-    "background": "background responses are not supported: send the request and wait",
-    "conversation": "conversations are not supported: continue with previous_response_id",
-    "prompt": "prompt templates are not supported: send input and instructions",
-}
 _ROLES = ("user", "system", "developer", "assistant")
-_TEXT = Field("text", Format(FLAT_FORMAT), feeds="output")
-_TOOLS = Field("tools", Tools(FLAT_TOOLS))
-_TOOL_CHOICE = Field("tool_choice", Choice(FLAT_CHOICE))
+_NO_MODEL = "model is required: the name of a model, such as gemma3:270m"
 
 
 def item_id(prefix: str) -> str:
@@ -59,7 +63,7 @@ class Request:
     choice: str  # "auto", "none", "required" or "named"
     named: str | None
     output: OutputFormat | None  # text.format
-    sampling: dict[str, Any]  # sampling_kwargs' options, by its names
+    sampling: dict[str, Any]  # model.generate's arguments by its names (None: not given)
     stream: bool
     store: bool
     previous_response_id: str | None
@@ -84,55 +88,39 @@ class Request:
 
 def read_request(body: Mapping[str, Any], *, need_input: bool = True) -> Request:
     """The request of `POST /v1/responses` (or, without `need_input`, of input_tokens)."""
-    for name, why in _UNSUPPORTED.items():
-        if body.get(name):
-            raise ApiError(400, why, name)
-    model = body.get("model")
-    if model is not None and (not isinstance(model, str) or not model):
-        raise ApiError(400, "model must be the name of a model, such as gemma3:270m", "model")
-    previous = body.get("previous_response_id")
-    if previous is not None and not isinstance(previous, str):
-        raise ApiError(400, "previous_response_id must be a response id", "previous_response_id")
+    values = (REQUEST if need_input else INPUT_TOKENS).read(body)
+    model, previous = values["model"], values["previous_response_id"]
     if model is None and previous is None:
-        raise ApiError(400, "model is required: the name of a model, such as gemma3:270m", "model")
+        raise ApiError(400, _NO_MODEL, "model")
     raw_input = body.get("input")
-    if raw_input is None and need_input:
-        raise ApiError(400, "input is required: a string, or a list of input items", "input")
-    messages = input_messages(raw_input) if raw_input is not None else []
-    items = stored_input(raw_input) if raw_input is not None else []
-    instructions = body.get("instructions")
-    if instructions is not None and not isinstance(instructions, str):
-        raise ApiError(400, "instructions must be a string", "instructions")
-    tools = _TOOLS.read(body, {})
-    tool_choice = body.get("tool_choice")
-    choice = _TOOL_CHOICE.read(body, {"tools": tools})
-    parallel = _flag(body, "parallel_tool_calls", choice.mode == "auto")
+    tools, choice = values["tools"], values["tool_choice"]
+    parallel = values["parallel_tool_calls"]
+    if parallel is None:
+        parallel = choice.mode == "auto"
     return Request(
         model=model,
-        messages=messages,
-        input_items=items,
-        instructions=instructions or None,
+        messages=values["input"] or [],
+        input_items=stored_input(raw_input) if raw_input is not None else [],
+        instructions=values["instructions"] or None,
         tools=_echoed_tools(body.get("tools")),
         chat_tools=tools if choice.mode != "none" else None,
-        tool_choice=tool_choice if tool_choice is not None else "auto",
+        tool_choice=body["tool_choice"] if body.get("tool_choice") is not None else "auto",
         choice=choice.mode,
         named=choice.name,
-        output=_TEXT.read(body, {}),
+        output=values["text"],
         sampling={
-            "max_tokens": _max_output_tokens(body.get("max_output_tokens")),
-            "temperature": body.get("temperature"),
-            "top_p": body.get("top_p"),
-            "seed": body.get("seed"),
+            "max_tokens": values["max_output_tokens"],
+            **{name: values[name] for name in ("temperature", "top_p", "seed")},
         },
-        stream=_flag(body, "stream", False),
-        store=_flag(body, "store", True),
+        stream=values["stream"],
+        store=values["store"],
         previous_response_id=previous,
-        truncate=_truncation(body.get("truncation")),
+        truncate=values["truncation"] == "auto",
         echo={
-            "metadata": _metadata(body.get("metadata")),
+            "metadata": values["metadata"] or {},
             "parallel_tool_calls": parallel,
-            "reasoning": _reasoning(body.get("reasoning")),
-            "truncation": body.get("truncation") or "disabled",
+            "reasoning": values["reasoning"] or {"effort": None, "summary": None},
+            "truncation": values["truncation"],
             "user": body.get("user") if isinstance(body.get("user"), str) else None,
         },
         parallel=parallel,
@@ -302,48 +290,83 @@ def _echoed_tools(value: Any) -> list[dict[str, Any]]:
     ]
 
 
-def _flag(body: Mapping[str, Any], name: str, default: bool) -> bool:
-    value = body.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ApiError(400, f"{name} must be true or false", name)
-    return value
-
-
-def _max_output_tokens(value: Any) -> Any:
-    """At least one token (the range table allows 0, which chat and text completions take)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value < 1:
-        raise ApiError(
-            400, f"max_output_tokens must be at least 1, not {value}", "max_output_tokens"
-        )
-    return value
-
-
-def _truncation(value: Any) -> bool:
-    if value in (None, "disabled"):
-        return False
-    if value == "auto":
-        return True
-    raise ApiError(400, "truncation must be 'auto' or 'disabled'", "truncation")
-
-
 def _metadata(value: Any) -> dict[str, str]:
-    if value is None:
-        return {}
     if not isinstance(value, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
-        raise ApiError(400, "metadata must map strings to strings", "metadata")
+        raise Invalid("{name} must map strings to strings")
     return dict(value)
 
 
 def _reasoning(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {"effort": None, "summary": None}
     if not isinstance(value, Mapping):
-        raise ApiError(400, "reasoning must be an object such as {'effort': 'low'}", "reasoning")
+        raise Invalid("{name} must be an object such as {'effort': 'low'}")
     return {"effort": value.get("effort"), "summary": value.get("summary")}
+
+
+# --- the request body, declared once ---------------------------------------------------------------
+
+_ITEM = {"type": "object"}
+_SAMPLING = ("temperature", "top_p", "seed")
+
+REQUEST = Shape(
+    # what this server cannot honour: 400 rather than silently ignored
+    Field(
+        "background",
+        Refused("background responses are not supported: send the request and wait"),
+    ),
+    Field(
+        "conversation",
+        Refused("conversations are not supported: continue with previous_response_id"),
+    ),
+    Field("prompt", Refused("prompt templates are not supported: send input and instructions")),
+    Field(
+        "model",
+        Text(nonempty=True),
+        "a model name, such as gemma3:270m (else the previous response's)",
+        invalid="model must be the name of a model, such as gemma3:270m",
+    ),
+    Field(
+        "previous_response_id",
+        Text(),
+        "a stored response to go on from, in a fork of its context",
+        invalid="previous_response_id must be a response id",
+    ),
+    Field(
+        "input",
+        Custom(input_messages, {"type": ["string", "array"], "items": _ITEM}),
+        "a string, or a list of input items",
+        required="input is required: a string, or a list of input items",
+    ),
+    Field("instructions", Text(), "the system prompt"),
+    Field("tools", Tools(FLAT_TOOLS)),
+    Field("tool_choice", Choice(FLAT_CHOICE)),
+    Field(
+        "parallel_tool_calls",
+        Flag(),
+        "more than one call per answer (default: under tool_choice auto only)",
+    ),
+    Field("text", Format(FLAT_FORMAT), "format: the answer's output format", feeds="output"),
+    Field("max_output_tokens", param("max_tokens", low=1), feeds="max_tokens"),
+    *(Field(name, param(name)) for name in _SAMPLING),
+    Field("stream", Flag(), "answer as server-sent events", default=False),
+    Field("store", Flag(), "keep the response (and its context) to go on from", default=True),
+    Field(
+        "truncation",
+        OneOf(("auto", "disabled")),
+        "auto: cut a conversation longer than the context",
+        default="disabled",
+        invalid="truncation must be 'auto' or 'disabled'",
+    ),
+    Field(
+        "metadata",
+        Custom(_metadata, {"type": "object", "additionalProperties": {"type": "string"}}),
+    ),
+    Field("reasoning", Custom(_reasoning, {"type": "object"})),
+    Field("user", Anything({"type": "string"})),
+)
+# input_tokens counts a request's input: a previous response's alone will do
+INPUT_TOKENS = REQUEST.but(input=dataclasses.replace(REQUEST["input"], required=None))
 
 
 # --- output --------------------------------------------------------------------------------------
