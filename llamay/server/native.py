@@ -31,17 +31,16 @@ from typing import Any
 import falcon
 
 from llamay import chat
-from llamay.engine import Model, ranges
+from llamay.engine import Model
 from llamay.errors import LlamayError, SnapshotMismatch
 from llamay.paths import temp_prefix
 from llamay.server import inference, sse, transcript
-from llamay.server.concepts import SCHEMA_FORMAT, Format, Gbnf, OutputFormat
 from llamay.server.contexts import ContextRegistry, Entry
 from llamay.server.ending import stop
 from llamay.server.errors import ApiError, read_json
-from llamay.server.fields import Field
 from llamay.server.metrics import loaded_kv_stats
 from llamay.server.native_describe import PREFIX, SNAPSHOT_TYPE, describe_routes
+from llamay.server.native_fields import CREATE, GENERATE
 from llamay.server.state import ServerState
 from llamay.server.watch import cancelled_on_disconnect, client_gone
 from llamay.state import Context
@@ -49,18 +48,6 @@ from llamay.state import Context
 # Room for a snapshot's header, sections and metadata beyond its tokens, logits and pages.
 _SNAPSHOT_OVERHEAD = 64 * 1024
 _CHUNK = 1 << 20
-# The sampling options a generate request may carry, as inference.sampling_kwargs takes them:
-# the engine's parameters (but logprobs, which this API does not give) and stop strings.
-_SAMPLING = (
-    *(name for name in ranges.RANGES if name not in ("logprobs", *ranges.REQUEST_ONLY)),
-    "stop",
-)
-_GENERATE_FIELDS = {*_SAMPLING, "prompt", "messages", "stream", "grammar", "json_schema"}
-_CREATE_FIELDS = {"model", "prompt", "messages"}
-_GRAMMAR = Field("grammar", Gbnf(), feeds="output")
-_JSON_SCHEMA = Field("json_schema", Format(SCHEMA_FORMAT), feeds="output")
-
-
 # The session a request belongs to: a proxy routes by it, so that a session stays on one
 # replica (docs/deploy.md). An answer about a context echoes the request's, or names the
 # context when the request had none; the client sends it with every later request.
@@ -104,20 +91,15 @@ class _Contexts:
         resp.media = entry.describe()
 
     def _create(self, body: dict[str, Any]) -> tuple[str, Context]:
-        _refuse_unknown(body, _CREATE_FIELDS)
-        name = _string(body, "model")
-        prompt, messages = body.get("prompt"), body.get("messages")
+        values = CREATE.read(body)
+        name, prompt, messages = values["model"], values["prompt"], values["messages"]
         if (prompt is None) == (messages is None):
             raise ApiError(400, "give either 'prompt' (text) or 'messages' (a chat), not both")
         model = self.state.models.get(name)
         turns = None
         if prompt is not None:
-            if not isinstance(prompt, str):
-                raise ApiError(400, "prompt must be a string", "prompt")
             ids = chat.text_prompt(model, prompt)
         else:
-            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-                raise ApiError(400, "messages must be a list of message objects", "messages")
             ids = chat.chat_prompt(model, messages)
             turns = transcript.started(messages)
         context = model.context()
@@ -237,30 +219,24 @@ class _Generate:
         self.registry = registry
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, context_id: str) -> None:
-        body = read_json(req, self.state.config.max_body_bytes)
-        _refuse_unknown(body, _GENERATE_FIELDS)
+        values = GENERATE.read(read_json(req, self.state.config.max_body_bytes))
+        prompt, messages, stream = values["prompt"], values["messages"], values["stream"]
+        if prompt and messages is not None:
+            raise ApiError(400, "give 'prompt' (text) or 'messages' (turns), not both")
+        if values["grammar"] is not None and values["json_schema"] is not None:
+            raise ApiError(400, "give 'grammar' or 'json_schema', not both")
+        output = values["grammar"] or values["json_schema"]
         entry = self.registry.get(context_id)
         model = entry.context.model
-        prompt = body.get("prompt", "")
-        if not isinstance(prompt, str):
-            raise ApiError(400, "prompt must be a string (text to add before generating)", "prompt")
-        if prompt and body.get("messages") is not None:
-            raise ApiError(400, "give 'prompt' (text) or 'messages' (turns), not both")
-        stream = body.get("stream", False)
-        if not isinstance(stream, bool):
-            raise ApiError(400, "stream must be true or false", "stream")
-        output = _output(body)
-        kwargs = inference.sampling_kwargs(
-            model,
-            **{name: body.get(name) for name in _SAMPLING},
-            grammar=output.grammar() if output is not None else None,
-        )
+        kwargs = GENERATE.sampling(values)
+        if output is not None:
+            kwargs["grammar"] = output.grammar()
         with _idle(entry):
             entry.busy = True
         _name_session(req, resp, entry.id)
         try:
             # Read while the context is ours: another request may have added to it.
-            prompt, turns = _what_to_add(entry, prompt, body.get("messages"))
+            prompt, turns = _what_to_add(entry, prompt, messages)
             prompt = chat.bounded_text(model, prompt, truncate=False)
             generation = model.generate(prompt, context=entry.context, **kwargs)
             entry.generation = generation
@@ -410,27 +386,6 @@ def _what_to_add(
     if turns is None:
         return prompt, None
     return prompt, transcript.answered(turns, prompt)
-
-
-def _refuse_unknown(body: dict[str, Any], known: set[str]) -> None:
-    unknown = sorted(set(body) - known)
-    if unknown:
-        raise ApiError(400, f"unknown field {unknown[0]!r}; known: {', '.join(sorted(known))}")
-
-
-def _string(body: dict[str, Any], name: str) -> str:
-    value = body.get(name)
-    if not isinstance(value, str) or not value:
-        raise ApiError(400, f"{name} must be a non-empty string", name)
-    return value
-
-
-def _output(body: dict[str, Any]) -> OutputFormat | None:
-    """The output format a generate request asks for: GBNF text or a JSON schema (not both)."""
-    gbnf, schema = _GRAMMAR.read(body, {}), _JSON_SCHEMA.read(body, {})
-    if gbnf is not None and schema is not None:
-        raise ApiError(400, "give 'grammar' or 'json_schema', not both")
-    return gbnf or schema
 
 
 def _largest_snapshot(model: Model) -> int:

@@ -1,9 +1,10 @@
-"""The OpenAPI description of llamay's own routes (native.py)."""
+"""The OpenAPI description of llamay's own routes (native.py); the request bodies are their
+declarations' schemas (native_fields.py)."""
 
 from __future__ import annotations
 
-from llamay.engine import ranges
 from llamay.server import openapi
+from llamay.server.native_fields import CREATE, GENERATE, MESSAGE
 
 PREFIX = "/llamay/v1"
 SNAPSHOT_TYPE = "application/octet-stream"  # a snapshot file, up or down
@@ -29,26 +30,9 @@ _CONTEXT = {
 }
 _CONTEXT_ID = {"type": "string", "pattern": "^ctx-[0-9a-f]{16}$"}
 _COUNT = {"type": "integer", "minimum": 0}
-_MESSAGE = {
-    "type": "object",
-    "properties": {
-        "role": {"type": "string", "enum": ["system", "user", "assistant"]},
-        "content": {"type": "string"},
-    },
-    "required": ["role", "content"],
-}
 
 
 def describe_routes() -> None:
-    added_turn = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "role": {"type": "string", "enum": ["user", "assistant"]},
-            "content": {"type": "string"},
-        },
-        "required": ["role", "content"],
-    }
     one_context = {
         "type": "object",
         "properties": {
@@ -61,7 +45,7 @@ def describe_routes() -> None:
             },
             "messages": {
                 "type": ["array", "null"],
-                "items": _MESSAGE,
+                "items": MESSAGE,
                 "description": "the conversation of a context made from messages; its last "
                 "turn, the assistant's, is open",
             },
@@ -72,29 +56,6 @@ def describe_routes() -> None:
         },
         "required": _CONTEXT["required"],
     }
-    generate_request = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "prompt": {"type": "string", "description": "text to add before generating"},
-            "messages": {
-                "type": "array",
-                "items": added_turn,
-                "minItems": 1,
-                "description": "turns to add to the conversation of a context made from "
-                "messages, through the chat template, before generating",
-            },
-            **{
-                name: openapi.parameter(name)
-                for name in ranges.RANGES
-                if name not in ("logprobs", *ranges.REQUEST_ONLY)
-            },
-            "stop": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
-            "stream": {"type": "boolean"},
-            "grammar": {"type": "string", "description": "GBNF"},
-            "json_schema": {"type": "object"},
-        },
-    }
     generate_response = {
         "type": "object",
         "properties": {
@@ -104,24 +65,13 @@ def describe_routes() -> None:
             "n_tokens": {"type": "integer"},
         },
     }
-    create_request = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "model": {"type": "string"},
-            "prompt": {"type": "string", "minLength": 1},
-            "messages": {"type": "array", "items": _MESSAGE, "minItems": 1},
-        },
-        "required": ["model"],
-        "oneOf": [{"required": ["prompt"]}, {"required": ["messages"]}],
-    }
     context_errors = {404: "no such context", 409: "the context is busy"}
     openapi.describe(
         "POST",
         f"{PREFIX}/contexts",
         "Create a context from a prompt or messages, or restore one from a snapshot file",
         tag="llamay",
-        request=create_request,
+        request=CREATE.schema(),
         other_requests={SNAPSHOT_TYPE: {"type": "string", "format": "binary"}},
         query={"model": {"type": "string"}, "verify": {"type": "boolean"}},
         response=_CONTEXT,
@@ -162,7 +112,7 @@ def describe_routes() -> None:
         "Generate in a context (it keeps what was generated)",
         tag="llamay",
         path_params={"context_id": _CONTEXT_ID},
-        request=generate_request,
+        request=GENERATE.schema(),
         response=generate_response,
         stream_type="text/event-stream",
         errors={**_ERRORS, 404: "no such context"},

@@ -19,30 +19,12 @@ import falcon
 
 from llamay.server import openapi
 from llamay.server.errors import ApiError
+from llamay.server.fields import Custom, Field, Flag, Invalid, Shape, Text, integer
 from llamay.server.state import Route, ServerState
 
 PATHS = ("/v1/rerank", "/rerank", "/v1/reranking")
 MAX_DOCUMENTS = 1024
 
-_REQUEST = {
-    "type": "object",
-    "required": ["model", "query", "documents"],
-    "properties": {
-        "model": {"type": "string"},
-        "query": {"type": "string"},
-        "documents": {
-            "type": "array",
-            "items": {
-                "oneOf": [
-                    {"type": "string"},
-                    {"type": "object", "properties": {"text": {"type": "string"}}},
-                ]
-            },
-        },
-        "top_n": {"type": "integer", "minimum": 1},
-        "return_documents": {"type": "boolean"},
-    },
-}
 _RESPONSE = {
     "type": "object",
     "properties": {
@@ -73,7 +55,7 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
             path,
             "Rerank documents for a query with a cross-encoder",
             tag="openai",
-            request=_REQUEST,
+            request=REQUEST.schema(),
             response=_RESPONSE,
             errors=openapi.MODEL_ROUTE_ERRORS,
         )
@@ -81,18 +63,10 @@ def add_routes(app: falcon.App, state: ServerState) -> None:
 
 class _Rerank(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = self.body(req)
-        name = body.get("model")
-        if not isinstance(name, str) or not name:
-            raise ApiError(400, "model is required: the name of a reranker model", "model")
-        query = body.get("query")
-        if not isinstance(query, str) or not query:
-            raise ApiError(400, "query must be a non-empty string", "query")
-        documents = _documents(body.get("documents"))
-        top_n = _top_n(body.get("top_n"), len(documents))
-        return_documents = body.get("return_documents", False)
-        if not isinstance(return_documents, bool):
-            raise ApiError(400, "return_documents must be true or false", "return_documents")
+        values = REQUEST.read(self.body(req))
+        name, query, documents = values["model"], values["query"], values["documents"]
+        top_n = min(values["top_n"] or len(documents), len(documents))
+        return_documents = values["return_documents"]
         model = self.state.models.get(name)
         if not model.is_reranker:
             raise ApiError(
@@ -133,23 +107,40 @@ class _Rerank(Route):
 def _documents(value: Any) -> list[str]:
     """Strings, or objects with a "text" (Cohere's and Jina's clients send either)."""
     if not isinstance(value, list) or not value:
-        raise ApiError(400, "documents must be a non-empty list of strings", "documents")
+        raise Invalid("{name} must be a non-empty list of strings")
     if len(value) > MAX_DOCUMENTS:
-        raise ApiError(400, f"at most {MAX_DOCUMENTS} documents per request", "documents")
+        raise Invalid(f"at most {MAX_DOCUMENTS} documents per request")
     out = []
     for item in value:
         text = item.get("text") if isinstance(item, dict) else item
         if not isinstance(text, str) or not text:
-            raise ApiError(
-                400, 'each document must be a non-empty string or {"text": string}', "documents"
-            )
+            raise Invalid('each document must be a non-empty string or {"text": string}')
         out.append(text)
     return out
 
 
-def _top_n(value: Any, n: int) -> int:
-    if value is None:
-        return n
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ApiError(400, "top_n must be a positive integer", "top_n")
-    return min(value, n)
+_NO_MODEL = "model is required: the name of a reranker model"
+REQUEST = Shape(
+    Field("model", Text(nonempty=True), required=_NO_MODEL, invalid=_NO_MODEL),
+    Field("query", Text(nonempty=True), required="query must be a non-empty string"),
+    Field(
+        "documents",
+        Custom(
+            _documents,
+            {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_DOCUMENTS,
+                "items": {
+                    "oneOf": [
+                        {"type": "string"},
+                        {"type": "object", "properties": {"text": {"type": "string"}}},
+                    ]
+                },
+            },
+        ),
+        required="documents must be a non-empty list of strings",
+    ),
+    Field("top_n", integer(1), "the best this many (default: all)"),
+    Field("return_documents", Flag(), "each result with its document", default=False),
+)
