@@ -27,9 +27,10 @@ from llamay.engine import Model
 from llamay.server import llama_server_describe, llama_server_tools, pipeline, sse
 from llamay.server.errors import ApiError, error_body, from_exception
 from llamay.server.llama_server_fields import (
+    COMPLETION,
+    INFILL,
     Completion,
     completion_prompts,
-    infill_parts,
     model_for,
     project,
     read_completion,
@@ -54,25 +55,24 @@ class _Completion(Route):
         self.slots = slots
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = self.body(req)
-        name, model = model_for(self.state, body.get("model"))
-        options = read_completion(model, body)
-        prompts = completion_prompts(model, body.get("prompt"))
+        values = COMPLETION.read(self.body(req))
+        name, model = model_for(self.state, values["model"])
+        options = read_completion(model, values)
+        prompts = completion_prompts(model, values["prompt"])
         _run(self.state, self.slots.table(model), req, resp, name, prompts, options)
 
 
 class _Infill(_Completion):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = self.body(req)
-        name, model = model_for(self.state, body.get("model"))
-        options = read_completion(model, body)
-        prefix, suffix, middle, extra = infill_parts(body)
+        values = INFILL.read(self.body(req))
+        name, model = model_for(self.state, values["model"])
+        options = read_completion(model, values)
         ids = fim_prompt(
             model.tokenizer,
-            prefix,
-            suffix,
-            middle=middle,
-            extra=extra,
+            values["input_prefix"],
+            values["input_suffix"],
+            middle=values["prompt"],
+            extra=values["input_extra"],
             n_ctx=model.n_ctx,
             reserve=options.n_predict,
             name=name,

@@ -1,11 +1,18 @@
 """The OpenAPI description of llama.cpp's server routes (llama_server.py,
-llama_server_tools.py)."""
+llama_server_tools.py); the request bodies are their declarations' schemas
+(llama_server_fields.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from llamay.server import openapi
+from llamay.server.llama_server_fields import (
+    APPLY_TEMPLATE,
+    COMPLETION,
+    DETOKENIZE,
+    INFILL,
+    SLOT_ACTION,
+    TOKENIZE,
+)
 
 _STRING = {"type": "string"}
 _BOOL = {"type": "boolean"}
@@ -13,36 +20,10 @@ _INT = {"type": "integer"}
 _NUMBER = {"type": "number"}
 _OBJECT = {"type": "object"}
 _TOKENS = {"type": "array", "items": {"type": "integer", "minimum": 0}}
-_MODEL = {"type": "string", "description": "needed only where the server holds several models"}
 _ERRORS = {
     400: "bad request, or a model without FIM tokens (/infill)",
     404: "unknown model",
     503: "busy: the KV cache is full (Retry-After)",
-}
-_COMPLETION_FIELDS: dict[str, Any] = {
-    "model": _MODEL,
-    "n_predict": {"type": "integer", "minimum": -1},
-    "max_tokens": {"type": "integer", "minimum": -1},
-    **openapi.sampling_properties(),
-    "seed": _INT,
-    "stop": {"type": ["string", "array"], "items": _STRING},
-    "stream": _BOOL,
-    "n_probs": {"type": "integer", "minimum": 0, "maximum": 20},
-    "logit_bias": {"type": ["array", "object"]},
-    "ignore_eos": _BOOL,
-    "grammar": _STRING,
-    "json_schema": {"type": ["object", "boolean"]},
-    "return_tokens": _BOOL,
-    "cache_prompt": _BOOL,
-    "id_slot": {"type": "integer", "minimum": -1},
-    "n_indent": {"type": "integer", "minimum": 0},
-    "t_max_prompt_ms": {"type": "number", "minimum": 0},
-    "t_max_predict_ms": {"type": "number", "minimum": 0},
-    "response_fields": {"type": "array", "items": _STRING},
-    "n_cmpl": {"type": "integer", "minimum": 1, "maximum": 16},
-    "samplers": {"type": ["array", "string"]},
-    "timings_per_token": _BOOL,
-    "post_sampling_probs": _BOOL,
 }
 _TIMINGS = {
     "type": "object",
@@ -99,10 +80,6 @@ _SLOT = {
 }
 
 
-def _request(properties: dict[str, Any], *required: str) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": list(required)}
-
-
 def describe_routes() -> None:
     stream = "text/event-stream"
     answer = {"oneOf": [_COMPLETION, {"type": "array", "items": _COMPLETION}]}
@@ -111,35 +88,17 @@ def describe_routes() -> None:
         "/completion",
         "llama-server completion of a raw prompt",
         tag="llama-server",
-        request=_request(
-            {
-                **_COMPLETION_FIELDS,
-                "prompt": {"type": ["string", "array", "object"]},
-            },
-            "prompt",
-        ),
+        request=COMPLETION.schema(),
         response=answer,
         errors=_ERRORS,
         stream_type=stream,
     )
-    extra = {
-        "type": "array",
-        "items": {"type": "object", "properties": {"filename": _STRING, "text": _STRING}},
-    }
     openapi.describe(
         "POST",
         "/infill",
         "llama-server code infill: the code between a prefix and a suffix",
         tag="llama-server",
-        request=_request(
-            {
-                **_COMPLETION_FIELDS,
-                "input_prefix": _STRING,
-                "input_suffix": _STRING,
-                "input_extra": extra,
-                "prompt": _STRING,
-            }
-        ),
+        request=INFILL.schema(),
         response=answer,
         errors=_ERRORS,
         stream_type=stream,
@@ -149,16 +108,7 @@ def describe_routes() -> None:
         "/tokenize",
         "Token ids of a text",
         tag="llama-server",
-        request=_request(
-            {
-                "model": _MODEL,
-                "content": _STRING,
-                "add_special": _BOOL,
-                "parse_special": _BOOL,
-                "with_pieces": _BOOL,
-            },
-            "content",
-        ),
+        request=TOKENIZE.schema(),
         response={"type": "object", "properties": {"tokens": {"type": "array"}}},
         errors=_ERRORS,
     )
@@ -167,7 +117,7 @@ def describe_routes() -> None:
         "/detokenize",
         "The text of token ids",
         tag="llama-server",
-        request=_request({"model": _MODEL, "tokens": _TOKENS}),
+        request=DETOKENIZE.schema(),
         response={"type": "object", "properties": {"content": _STRING}},
         errors=_ERRORS,
     )
@@ -176,15 +126,7 @@ def describe_routes() -> None:
         "/apply-template",
         "A conversation as the model's chat template writes it",
         tag="llama-server",
-        request=_request(
-            {
-                "model": _MODEL,
-                "messages": {"type": "array", "items": _OBJECT, "minItems": 1},
-                "tools": {"type": "array", "items": _OBJECT},
-                "chat_template_kwargs": _OBJECT,
-            },
-            "messages",
-        ),
+        request=APPLY_TEMPLATE.schema(),
         response={"type": "object", "properties": {"prompt": _STRING}},
         errors=_ERRORS,
     )
@@ -224,7 +166,7 @@ def describe_routes() -> None:
         tag="llama-server",
         query={"action": {"enum": ["save", "restore", "erase"]}, **model_query},
         path_params={"id_slot": {"type": "string", "pattern": "^[0-9]+$"}},
-        request=_request({"model": _MODEL, "filename": _STRING}),
+        request=SLOT_ACTION.schema(),
         response=_OBJECT,
         errors={
             400: "bad action, slot or filename, no --slot-save-path, or a damaged snapshot",

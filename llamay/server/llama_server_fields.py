@@ -1,4 +1,5 @@
-"""llama-server's request fields, read into llamay's terms, and the settings its answers echo.
+"""llama-server's request bodies, declared once (fields.py), read into llamay's terms, and the
+settings its answers echo.
 
 The routes llama.cpp's server defines (/completion, /infill, /tokenize... llama_server.py)
 name their model only where the server holds several: `model_for` takes the request's
@@ -22,9 +23,24 @@ from llamay.engine import Model, ranges
 from llamay.engine.sampling import SamplingParams
 from llamay.errors import GrammarError
 from llamay.server import inference
-from llamay.server.concepts import SCHEMA_FORMAT, Format, Gbnf
+from llamay.server.concepts import OPENAI_TOOLS, SCHEMA_FORMAT, Format, Gbnf, Tools
 from llamay.server.errors import ApiError
-from llamay.server.fields import Field
+from llamay.server.fields import (
+    Anything,
+    Custom,
+    Field,
+    Flag,
+    Invalid,
+    Kind,
+    LogitBias,
+    Number,
+    Object,
+    Refused,
+    Shape,
+    Stop,
+    Text,
+    param,
+)
 
 if TYPE_CHECKING:
     from llamay.server.state import ServerState
@@ -32,17 +48,9 @@ if TYPE_CHECKING:
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF  # llama.cpp's seed that means "draw one"
 # llamay's sampling chain, in llama.cpp's names (engine/sampling.py)
 SAMPLERS = ["penalties", "top_k", "typ_p", "top_p", "min_p", "temperature"]
-# Samplers llamay does not have: the field, and the values that leave it off
-_ABSENT_SAMPLERS = {
-    "mirostat": lambda v: v == 0,
-    "dynatemp_range": lambda v: v == 0,
-    "xtc_probability": lambda v: v == 0,
-    "dry_multiplier": lambda v: v == 0,
-    "top_n_sigma": lambda v: v <= 0,
-}
 _MAX_EXTRA_FILES = 1024
-_GRAMMAR = Field("grammar", Gbnf(), feeds="output")
-_JSON_SCHEMA = Field("json_schema", Format(SCHEMA_FORMAT), feeds="output")
+_MAX_PROMPTS = int(ranges.RANGES["n"].high)
+_BIAS = Field("logit_bias", LogitBias())
 
 
 def model_for(state: ServerState, name: Any) -> tuple[str, Model]:
@@ -64,51 +72,6 @@ def model_for(state: ServerState, name: Any) -> tuple[str, Model]:
     if not isinstance(name, str) or not name:
         raise ApiError(400, "model must be the name of a model, such as gemma3:270m", "model")
     return name, state.models.get(name)
-
-
-# --- small readers -------------------------------------------------------------------------------
-
-
-def flag(body: Mapping[str, Any], name: str, default: bool) -> bool:
-    value = body.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ApiError(400, f"{name} must be true or false", name)
-    return value
-
-
-def integer(body: Mapping[str, Any], name: str, default: int, low: int, high: float) -> int:
-    value = body.get(name)
-    if value is None:
-        return default
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        what = f"of at least {low}" if math.isinf(high) else f"from {low} to {high}"
-        raise ApiError(400, f"{name} must be an integer {what}", name)
-    return value
-
-
-def number(body: Mapping[str, Any], name: str, default: float) -> float:
-    value = body.get(name)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ApiError(400, f"{name} must be a number of at least 0", name)
-    return float(value)
-
-
-def text(body: Mapping[str, Any], name: str, default: str = "") -> str:
-    value = body.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        raise ApiError(400, f"{name} must be a string", name)
-    return value
-
-
-# --- /completion and /infill ---------------------------------------------------------------------
 
 
 @dataclass
@@ -139,93 +102,64 @@ class Completion:
     settings: dict[str, Any]
 
 
-def read_completion(model: Model, body: Mapping[str, Any]) -> Completion:
-    """A /completion or /infill body's options (see Completion); 400 naming a field that is
-    out of range or of the wrong kind."""
-    _refuse_absent_samplers(body)
-    n_predict = body.get("n_predict", body.get("max_tokens"))
-    n_predict = integer({"n_predict": n_predict}, "n_predict", -1, -1, math.inf)
-    n_probs = integer(body, "n_probs", 0, 0, int(ranges.RANGES["logprobs"].high))
-    if n_probs and flag(body, "post_sampling_probs", False):
+def read_completion(model: Model, values: Mapping[str, Any]) -> Completion:
+    """A /completion or /infill body's options (see Completion), read by its declaration
+    (COMPLETION, INFILL), in the model's terms."""
+    n_predict = values["n_predict"]
+    n_probs = values["n_probs"]
+    if n_probs and values["post_sampling_probs"]:
         raise ApiError(
             400,
             "post_sampling_probs is not supported: llamay gives each token's probability "
             "before sampling (n_probs alone)",
             "post_sampling_probs",
         )
-    stream = flag(body, "stream", False)
-    ignore_eos = flag(body, "ignore_eos", False)
-    seed = body.get("seed")
-    if seed in (-1, LLAMA_DEFAULT_SEED):
-        seed = None
-    grammar = _grammar(body)
-    bias = _logit_bias(model, body.get("logit_bias"))
-    if ignore_eos:  # as llama.cpp: every end-of-generation token banned
+    grammar = _grammar(values)
+    bias = _logit_bias(model, values["logit_bias"])
+    if values["ignore_eos"]:  # as llama.cpp: every end-of-generation token banned
         bias.update(dict.fromkeys(model.tokenizer.eog_ids, -100.0))
-    sampling = inference.sampling_kwargs(
-        model,
-        **{name: body.get(name) for name in ranges.SAMPLING if name != "seed"},
-        seed=seed,
-        max_tokens=None if n_predict < 0 else n_predict,
-        stop=body.get("stop"),
-        logit_bias=bias or None,
-        logprobs=n_probs or None,
-        grammar=grammar,
-    )
-    id_slot = integer(body, "id_slot", -1, -1, math.inf)
-    fields = body.get("response_fields")
-    if fields is not None and (
-        not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)
-    ):
-        raise ApiError(400, "response_fields must be a list of field names", "response_fields")
-    samplers = body.get("samplers")
-    if samplers is not None and not isinstance(samplers, (str, list)):
-        raise ApiError(400, "samplers must be a list of sampler names", "samplers")
-    number(body, "t_max_prompt_ms", 0)  # accepted: the prompt is always evaluated whole
-    for name in ("cache_prompt", "return_progress"):
-        flag(body, name, True)  # accepted: prefix reuse is always on, and changes no bit
+    sampling = COMPLETION.sampling(values)
+    sampling.pop("max_tokens", None)
+    if n_predict >= 0:
+        sampling["max_tokens"] = n_predict
+    if bias:  # as OpenAI's are read: from -100 (a ban) to 100
+        sampling["logit_bias"] = _BIAS.read({"logit_bias": bias}, {})
+        inference.vocabulary_checked(model, sampling)
+    if n_probs:
+        sampling["logprobs"] = n_probs
+    if grammar is not None:
+        sampling["grammar"] = grammar
+    stream = values["stream"]
     completion = Completion(
         n_predict=None if n_predict < 0 else n_predict,
         stream=stream,
         sampling=sampling,
         n_probs=n_probs,
-        return_tokens=flag(body, "return_tokens", False),
-        id_slot=None if id_slot < 0 else id_slot,
-        n_indent=integer(body, "n_indent", 0, 0, math.inf),
-        t_max_predict_ms=number(body, "t_max_predict_ms", 0),
-        response_fields=fields,
-        n_cmpl=inference.check_n(body.get("n_cmpl", body.get("n"))),
-        timings_per_token=flag(body, "timings_per_token", False),
+        return_tokens=values["return_tokens"],
+        id_slot=None if values["id_slot"] < 0 else values["id_slot"],
+        n_indent=values["n_indent"],
+        t_max_predict_ms=values["t_max_predict_ms"],
+        response_fields=values["response_fields"],
+        n_cmpl=values["n_cmpl"],
+        timings_per_token=values["timings_per_token"],
         settings={},
     )
     completion.settings = generation_settings(
-        model, sampling, n_predict, stream=stream, ignore_eos=ignore_eos, grammar=grammar
+        model,
+        sampling,
+        n_predict,
+        stream=stream,
+        ignore_eos=values["ignore_eos"],
+        grammar=grammar,
     )
     completion.settings["timings_per_token"] = completion.timings_per_token
     return completion
 
 
-def _refuse_absent_samplers(body: Mapping[str, Any]) -> None:
-    for name, off in _ABSENT_SAMPLERS.items():
-        value = body.get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not off(value):
-            raise ApiError(
-                400,
-                f"{name} asks for a sampler llamay does not have; leave it out (llamay samples "
-                f"with {', '.join(SAMPLERS)})",
-                name,
-            )
-    lora = body.get("lora")
-    if lora not in (None, []):
-        raise ApiError(400, "lora: llamay loads no LoRA adapters", "lora")
-
-
-def _grammar(body: Mapping[str, Any]) -> Any:
+def _grammar(values: Mapping[str, Any]) -> Any:
     """The grammar of `grammar` (GBNF) or `json_schema` ({}: any JSON value); 400 naming the
     field it fails in."""
-    gbnf, schema = _GRAMMAR.read(body, {}), _JSON_SCHEMA.read(body, {})
+    gbnf, schema = values["grammar"], values["json_schema"]
     if gbnf is not None and schema is not None:
         raise ApiError(400, "give grammar or json_schema, not both", "grammar")
     output = schema or gbnf
@@ -321,12 +255,10 @@ def completion_prompts(model: Model, value: Any) -> list[list[int]]:
     ([12, "text", 34]: BOS only when it begins with a string); {"prompt_string": ...}; or a
     list of such prompts. Text is tokenized with special tokens parsed, BOS where the model
     asks for it."""
-    if value is None:
-        raise ApiError(400, "prompt is required", "prompt")
     several = isinstance(value, list) and value
     if several and all(isinstance(p, (str, list, Mapping)) for p in value):
-        if len(value) > inference.MAX_CHOICES:
-            raise ApiError(400, f"at most {inference.MAX_CHOICES} prompts per request", "prompt")
+        if len(value) > _MAX_PROMPTS:
+            raise ApiError(400, f"at most {_MAX_PROMPTS} prompts per request", "prompt")
         return [_one_prompt(model, p) for p in value]
     return [_one_prompt(model, value)]
 
@@ -355,30 +287,21 @@ def _one_prompt(model: Model, value: Any) -> list[int]:
     return ids
 
 
-def infill_parts(body: Mapping[str, Any]) -> tuple[str, str, str, list[tuple[str, str]]]:
-    """/infill's input_prefix, input_suffix, prompt (the text already written after the
-    prefix) and input_extra ({"filename", "text"} chunks of other files)."""
-    extra = body.get("input_extra")
-    chunks: list[tuple[str, str]] = []
-    if extra is not None:
-        if not isinstance(extra, list) or len(extra) > _MAX_EXTRA_FILES:
-            raise ApiError(
-                400,
-                f"input_extra must be a list of at most {_MAX_EXTRA_FILES} "
-                '{"filename": string, "text": string} objects',
-                "input_extra",
-            )
-        for chunk in extra:
-            filename = chunk.get("filename", "tmp") if isinstance(chunk, Mapping) else None
-            content = chunk.get("text", "") if isinstance(chunk, Mapping) else None
-            if not isinstance(filename, str) or not isinstance(content, str):
-                raise ApiError(
-                    400,
-                    'each input_extra chunk must be {"filename": string, "text": string}',
-                    "input_extra",
-                )
-            chunks.append((filename, content))
-    return text(body, "input_prefix"), text(body, "input_suffix"), text(body, "prompt"), chunks
+def _extra(value: Any) -> list[tuple[str, str]]:
+    """/infill's input_extra: {"filename", "text"} chunks of other files."""
+    if not isinstance(value, list) or len(value) > _MAX_EXTRA_FILES:
+        raise Invalid(
+            f"{{name}} must be a list of at most {_MAX_EXTRA_FILES} "
+            '{"filename": string, "text": string} objects'
+        )
+    chunks = []
+    for chunk in value:
+        filename = chunk.get("filename", "tmp") if isinstance(chunk, Mapping) else None
+        content = chunk.get("text", "") if isinstance(chunk, Mapping) else None
+        if not isinstance(filename, str) or not isinstance(content, str):
+            raise Invalid('each input_extra chunk must be {"filename": string, "text": string}')
+        chunks.append((filename, content))
+    return chunks
 
 
 def project(answer: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
@@ -396,3 +319,215 @@ def project(answer: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
         else:
             kept[path] = value
     return kept
+
+
+# --- the request bodies, declared once -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Absent(Kind):
+    """A sampler llamay does not have: taken only at a value that leaves it off (`off`, the
+    schema of those values)."""
+
+    off: Mapping[str, Any]
+
+    def read(self, value: Any, values: Mapping[str, Any]) -> None:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not _within(value, self.off)
+        ):
+            raise Invalid(
+                "{name} asks for a sampler llamay does not have; leave it out (llamay samples "
+                f"with {', '.join(SAMPLERS)})"
+            )
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "number", **self.off}
+
+
+def _within(value: float, off: Mapping[str, Any]) -> bool:
+    return value == off["const"] if "const" in off else value <= off["maximum"]
+
+
+class _Seed(Number):
+    """llama.cpp's seed: -1 or 0xFFFFFFFF draws one."""
+
+    def read(self, value: Any, values: Mapping[str, Any]) -> int | float | None:
+        seed = super().read(value, values)
+        return None if seed in (-1, LLAMA_DEFAULT_SEED) else seed
+
+
+def _names(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
+        raise Invalid("{name} must be a list of field names")
+    return value
+
+
+def _samplers(value: Any) -> Any:
+    if not isinstance(value, (str, list)):
+        raise Invalid("{name} must be a list of sampler names")
+    return value
+
+
+def _token_ids(value: Any) -> list[int]:
+    """Token ids (whether each is in the vocabulary is the model's to tell)."""
+    if not isinstance(value, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in value
+    ):
+        raise Invalid("{name} must be a list of token ids")
+    return value
+
+
+def _turns(value: Any) -> list[Any]:
+    if not isinstance(value, list) or not value:
+        raise Invalid("{name} must be a non-empty list of chat turns")
+    return value
+
+
+_STRING = {"type": "string"}
+_MILLISECONDS = Number(ranges.Range(float, 0, ranges.INF))
+MODEL = Field(
+    "model",
+    Text(nonempty=True),
+    "needed only where the server holds several models",
+    invalid="model must be the name of a model, such as gemma3:270m",
+)
+# What /completion and /infill share: their generation options.
+_OPTIONS = (
+    MODEL,
+    Field(
+        "n_predict",
+        Number(ranges.Range(int, -1, ranges.INF)),
+        "tokens to generate at most (-1: no limit; 0: only fill the cache)",
+        default=-1,
+        also=("max_tokens",),
+    ),
+    *(Field(name, param(name)) for name in ranges.SAMPLING if name != "seed"),
+    Field("seed", _Seed(ranges.RANGES["seed"], sampling=True), "-1: draw one"),
+    Field("stop", Stop()),
+    Field("stream", Flag(), "server-sent events as it is made", default=False),
+    Field(
+        "n_probs",
+        Number(ranges.Range(int, 0, ranges.RANGES["logprobs"].high)),
+        "each token's probability and its n most likely alternatives",
+        default=0,
+    ),
+    Field("post_sampling_probs", Flag(), "not supported with n_probs", default=False),
+    Field(
+        "logit_bias",
+        Anything({"type": ["array", "object"]}),
+        '[[token or text, bias or false], ...] or {"token": bias}',
+    ),
+    Field("ignore_eos", Flag(), "ban every end-of-generation token", default=False),
+    Field("grammar", Gbnf(), "GBNF the answer must be a sentence of", feeds="output"),
+    Field("json_schema", Format(SCHEMA_FORMAT), "the answer's JSON schema", feeds="output"),
+    Field("return_tokens", Flag(), "the generated token ids too", default=False),
+    Field("cache_prompt", Flag(), "accepted: the prefix cache is always on", default=True),
+    Field("return_progress", Flag(), "accepted: the prompt is evaluated whole", default=True),
+    Field(
+        "id_slot",
+        Number(ranges.Range(int, -1, ranges.INF)),
+        "the slot to run in (-1: an idle one)",
+        default=-1,
+    ),
+    Field(
+        "n_indent",
+        Number(ranges.Range(int, 0, ranges.INF)),
+        "a later line indented less ends the answer",
+        default=0,
+    ),
+    Field("t_max_prompt_ms", _MILLISECONDS, "accepted: the prompt is evaluated whole", default=0),
+    Field(
+        "t_max_predict_ms",
+        _MILLISECONDS,
+        "after this long generating, the answer ends at its next newline",
+        default=0,
+    ),
+    Field(
+        "response_fields",
+        Custom(_names, {"type": "array", "items": _STRING}),
+        "the answer's fields to keep (a/b: b of object a)",
+    ),
+    Field("n_cmpl", param("n"), "completions per prompt", also=("n",)),
+    Field(
+        "samplers",
+        Custom(_samplers, {"type": ["array", "string"]}),
+        "accepted: llamay's chain is fixed",
+    ),
+    Field("timings_per_token", Flag(), "timings in every streamed event", default=False),
+    Field("mirostat", _Absent({"const": 0})),
+    Field("dynatemp_range", _Absent({"const": 0})),
+    Field("xtc_probability", _Absent({"const": 0})),
+    Field("dry_multiplier", _Absent({"const": 0})),
+    Field("top_n_sigma", _Absent({"maximum": 0})),
+    Field("lora", Refused("lora: llamay loads no LoRA adapters")),
+)
+
+COMPLETION = Shape(
+    *_OPTIONS,
+    Field(
+        "prompt",
+        Anything({"type": ["string", "array", "object"]}),
+        'a string, token ids, both mixed, {"prompt_string"}, or a list of such prompts',
+        required="prompt is required",
+    ),
+)
+
+INFILL = Shape(
+    *_OPTIONS,
+    Field("input_prefix", Text(), "the code before the cursor", default=""),
+    Field("input_suffix", Text(), "the code after the cursor", default=""),
+    Field("prompt", Text(), "the text already written after the prefix", default=""),
+    Field(
+        "input_extra",
+        Custom(
+            _extra,
+            {
+                "type": "array",
+                "items": {"type": "object", "properties": {"filename": _STRING, "text": _STRING}},
+            },
+        ),
+        "other files of the repository, as context",
+        default=[],
+    ),
+)
+
+TOKENIZE = Shape(
+    MODEL,
+    Field(
+        "content",
+        Text(),
+        "the text to tokenize",
+        required="content is required: the text to tokenize",
+        invalid="content is required: the text to tokenize",
+    ),
+    Field("add_special", Flag(), "BOS where the model asks for it", default=False),
+    Field("parse_special", Flag(), "special tokens' text as those tokens", default=True),
+    Field("with_pieces", Flag(), "each token with its text", default=False),
+)
+
+DETOKENIZE = Shape(
+    MODEL,
+    Field(
+        "tokens",
+        Custom(_token_ids, {"type": "array", "items": {"type": "integer", "minimum": 0}}),
+        default=[],
+    ),
+)
+
+APPLY_TEMPLATE = Shape(
+    MODEL,
+    Field(
+        "messages",
+        Custom(_turns, {"type": "array", "items": {"type": "object"}, "minItems": 1}),
+        required="messages must be a non-empty list of chat turns",
+    ),
+    Field("tools", Tools(OPENAI_TOOLS)),
+    Field("chat_template_kwargs", Object(), "the chat template's variables"),
+)
+
+SLOT_ACTION = Shape(
+    MODEL,
+    Field("filename", Anything(_STRING), "the snapshot's name under --slot-save-path"),
+)

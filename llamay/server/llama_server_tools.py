@@ -15,7 +15,14 @@ from llamay._version import __version__
 from llamay.engine import Model
 from llamay.server import slots
 from llamay.server.errors import ApiError
-from llamay.server.llama_server_fields import flag, generation_settings, model_for
+from llamay.server.llama_server_fields import (
+    APPLY_TEMPLATE,
+    DETOKENIZE,
+    SLOT_ACTION,
+    TOKENIZE,
+    generation_settings,
+    model_for,
+)
 from llamay.server.slots import Slots
 from llamay.server.state import Route, ServerState
 
@@ -33,17 +40,14 @@ def add_routes(app: falcon.App, state: ServerState, table: Slots) -> None:
 
 class _Tokenize(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = self.body(req)
-        _, model = model_for(self.state, body.get("model"))
-        content = body.get("content")
-        if not isinstance(content, str):
-            raise ApiError(400, "content is required: the text to tokenize", "content")
+        values = TOKENIZE.read(self.body(req))
+        _, model = model_for(self.state, values["model"])
         ids = model.tokenize(
-            chat.bounded_text(model, content, truncate=False),
-            add_bos=flag(body, "add_special", False),
-            special=flag(body, "parse_special", True),
+            chat.bounded_text(model, values["content"], truncate=False),
+            add_bos=values["add_special"],
+            special=values["parse_special"],
         )
-        if not flag(body, "with_pieces", False):
+        if not values["with_pieces"]:
             resp.media = {"tokens": ids}
             return
         resp.media = {"tokens": [{"id": token, "piece": _piece(model, token)} for token in ids]}
@@ -61,13 +65,10 @@ def _piece(model: Model, token: int) -> str | list[int]:
 
 class _Detokenize(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = self.body(req)
-        _, model = model_for(self.state, body.get("model"))
-        tokens = body.get("tokens", [])
-        if not isinstance(tokens, list) or not all(
-            isinstance(t, int) and not isinstance(t, bool) and 0 <= t < model.n_vocab
-            for t in tokens
-        ):
+        values = DETOKENIZE.read(self.body(req))
+        _, model = model_for(self.state, values["model"])
+        tokens = values["tokens"]
+        if any(token >= model.n_vocab for token in tokens):
             raise ApiError(
                 400, f"tokens must be a list of token ids from 0 to {model.n_vocab - 1}", "tokens"
             )
@@ -79,18 +80,14 @@ class _ApplyTemplate(Route):
     turn: what /completion is then given as its prompt."""
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = self.body(req)
-        _, model = model_for(self.state, body.get("model"))
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise ApiError(400, "messages must be a non-empty list of chat turns", "messages")
-        tools = body.get("tools") or None
-        if tools is not None and not isinstance(tools, list):
-            raise ApiError(400, "tools must be a list", "tools")
-        kwargs = body.get("chat_template_kwargs") or {}
-        if not isinstance(kwargs, dict):
-            raise ApiError(400, "chat_template_kwargs must be an object", "chat_template_kwargs")
-        prompt = chat.render_chat(model, messages, tools=tools, template_kwargs=kwargs)
+        values = APPLY_TEMPLATE.read(self.body(req))
+        _, model = model_for(self.state, values["model"])
+        prompt = chat.render_chat(
+            model,
+            values["messages"],
+            tools=values["tools"],
+            template_kwargs=values["chat_template_kwargs"] or {},
+        )
         resp.media = {"prompt": prompt}
 
 
@@ -169,12 +166,12 @@ class _SlotAction(Route):
             raise ApiError(400, f"action must be save, restore or erase, not {action!r}", "action")
         if not id_slot.isdigit() or len(id_slot) > 9:
             raise ApiError(400, f"{id_slot[:20]!r} is not a slot number", "id_slot")
-        body = self.body(req) if req.content_length else {}
-        _, model = model_for(self.state, body.get("model", req.get_param("model")))
+        values = SLOT_ACTION.read(self.body(req) if req.content_length else {})
+        _, model = model_for(self.state, values["model"] or req.get_param("model"))
         path = (
             None
             if action == "erase"
-            else slots.slot_file(self.state.config.slot_save_path, body.get("filename"))
+            else slots.slot_file(self.state.config.slot_save_path, values["filename"])
         )
         started = time.perf_counter()
         with self.slots.table(model).holding(int(id_slot)) as slot:
