@@ -4,7 +4,8 @@ A family route reads its own request shape and calls, in order:
 
 1. `chat.chat_prompt(model, messages, tools=...)` (or `chat.text_prompt`) -> prompt token ids
    (the conversation-to-prompt step is the chat layer's: llamay/chat);
-2. `sampling_kwargs(...)` -> the keyword arguments of `model.generate`, checked;
+2. the family's request shape (fields.py) -> the keyword arguments of `model.generate`,
+   checked, and `vocabulary_checked(...)` once the model is known;
    `chat.tool_grammar(...)` -> the grammar that holds the answer to the tools' calls (an output
    format's is concepts.OutputFormat.grammar);
 3. `start(model, prompt, n, kwargs)` -> one Generation per choice, each begun (`started`);
@@ -17,7 +18,6 @@ Each choice's pieces are read into text, reasoning and tool calls by the chat la
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,73 +27,7 @@ from llamay.engine.sampling import log_probabilities
 from llamay.server.ending import stop
 from llamay.server.errors import ApiError
 
-# The most choices one request may ask for (each one is a sequence in the batch).
-MAX_CHOICES = int(ranges.RANGES["n"].high)
-MAX_STOP_STRINGS = 16
-MAX_TOP_LOGPROBS = int(ranges.RANGES["logprobs"].high)
-
 # --- options -----------------------------------------------------------------------------------
-
-
-def sampling_kwargs(
-    model: Model,
-    *,
-    max_tokens: Any = None,
-    temperature: Any = None,
-    top_p: Any = None,
-    top_k: Any = None,
-    min_p: Any = None,
-    typical_p: Any = None,
-    repeat_penalty: Any = None,
-    repeat_last_n: Any = None,
-    presence_penalty: Any = None,
-    frequency_penalty: Any = None,
-    logit_bias: Any = None,
-    seed: Any = None,
-    stop: Any = None,
-    logprobs: Any = None,
-    grammar: Any = None,
-    lookup: Any = None,
-) -> dict[str, Any]:
-    """The keyword arguments of `model.generate` for a request's options, each checked (400
-    naming the option when it is out of range); None means the engine's default.
-    `logit_bias` maps token ids (ints or their strings, as JSON keys are) to a bias; -100 or
-    less bans the token. `stop` is a string or a list of them."""
-    kwargs: dict[str, Any] = {}
-    given = {
-        "max_tokens": max_tokens,
-        "temperature": temperature,
-        "top_p": top_p,
-        "top_k": top_k,
-        "min_p": min_p,
-        "typical_p": typical_p,
-        "repeat_penalty": repeat_penalty,
-        "repeat_last_n": repeat_last_n,
-        "presence_penalty": presence_penalty,
-        "frequency_penalty": frequency_penalty,
-        "logprobs": logprobs,
-        "seed": seed,
-        "lookup": lookup,
-    }
-    for name, value in given.items():
-        if value is not None:
-            kwargs[name] = checked(name, value)
-    if stop is not None:
-        kwargs["stop"] = _stop_strings(stop)
-    if logit_bias:
-        kwargs["logit_bias"] = _logit_bias(model, logit_bias)
-    if grammar is not None:
-        kwargs["grammar"] = grammar
-    return kwargs
-
-
-def request_sampling(model: Model, body: Mapping[str, Any], **given: Any) -> dict[str, Any]:
-    """sampling_kwargs for a request body that names its sampling parameters as the engine
-    does (ranges.SAMPLING: temperature, top_p, ..., seed), with `stop` and `logit_bias`;
-    `given` (max_tokens, logprobs, grammar, or a parameter read under another name) wins."""
-    named = {name: body.get(name) for name in ranges.SAMPLING}
-    named.update(stop=body.get("stop"), logit_bias=body.get("logit_bias"))
-    return sampling_kwargs(model, **{**named, **given})
 
 
 def vocabulary_checked(model: Model, sampling: dict[str, Any]) -> dict[str, Any]:
@@ -107,51 +41,6 @@ def vocabulary_checked(model: Model, sampling: dict[str, Any]) -> dict[str, Any]
     return sampling
 
 
-def checked(name: str, value: Any) -> int | float:
-    """A request's value for generation parameter `name`, checked against the range table the
-    engine uses too (400 naming the parameter when it is out of range)."""
-    try:
-        return ranges.check(name, value)
-    except ValueError as error:
-        raise ApiError(400, str(error), name) from None
-
-
-def _stop_strings(stop: Any) -> list[str]:
-    strings = [stop] if isinstance(stop, str) else stop
-    if not isinstance(strings, list) or not all(isinstance(s, str) for s in strings):
-        raise ApiError(400, "stop must be a string or a list of strings", "stop")
-    if len(strings) > MAX_STOP_STRINGS:
-        raise ApiError(400, f"at most {MAX_STOP_STRINGS} stop strings", "stop")
-    return [s for s in strings if s]
-
-
-def _logit_bias(model: Model, bias: Any) -> dict[int, float]:
-    if not isinstance(bias, Mapping):
-        raise ApiError(400, "logit_bias must map token ids to numbers", "logit_bias")
-    result = {}
-    for key, value in bias.items():
-        try:
-            token = int(key)
-        except ValueError:
-            raise ApiError(400, f"logit_bias key {key!r} is not a token id", "logit_bias") from None
-        if not 0 <= token < model.n_vocab:
-            raise ApiError(
-                400, f"logit_bias names token {token}, not in the vocabulary", "logit_bias"
-            )
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not -100 <= value <= 100
-        ):
-            raise ApiError(
-                400,
-                f"logit_bias values must be numbers from -100 to 100, not {value!r}",
-                "logit_bias",
-            )
-        result[token] = -math.inf if value <= -100 else float(value)
-    return result
-
-
 # --- running -------------------------------------------------------------------------------------
 
 
@@ -160,7 +49,10 @@ def check_n(n: Any) -> int:
     spec says."""
     if n is None:
         return int(ranges.RANGES["n"].default or 1)
-    return int(checked("n", n))
+    try:
+        return int(ranges.check("n", n))
+    except ValueError as error:
+        raise ApiError(400, str(error), "n") from None
 
 
 def start(
@@ -170,7 +62,7 @@ def start(
     kwargs: Mapping[str, Any],
     context: Any = None,
 ) -> list[Any]:
-    """`n` generations of the same prompt (400 past MAX_CHOICES), each in a new context, or
+    """`n` generations of the same prompt (check_n), each in a new context, or
     the one generation of `prompt` after the tokens of the caller's `context`. With a seed,
     choice i uses seed + i, so the choices differ from each other and repeat from run to
     run."""

@@ -7,7 +7,6 @@ bare description), and a description whose route is not served does not.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -15,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import falcon
 
 from llamay._version import __version__
-from llamay.engine import ranges
 
 if TYPE_CHECKING:
     from llamay.server.state import ServerState
@@ -62,30 +60,6 @@ _GUARD_ERRORS = {
     403: "a foreign Origin on a route that changes things, or (without an API key) a Host that is not this server's"
 }
 _JSON_ERRORS = {415: "the body is sent as another type than application/json"}
-
-
-def parameter(name: str, nullable: bool | None = None) -> dict[str, Any]:
-    """The JSON schema of generation parameter `name`, from the range table the server checks
-    requests with (llamay/engine/ranges.py); `nullable` None: as the table says."""
-    allowed = ranges.RANGES[name]
-    kind = "integer" if allowed.kind is int else "number"
-    if nullable is None:
-        nullable = allowed.nullable
-    schema: dict[str, Any] = {"type": [kind, "null"] if nullable else kind}
-    if allowed.default is not None:
-        schema["default"] = allowed.default
-    for bound, is_open, inclusive, exclusive in (
-        (allowed.low, allowed.low_open, "minimum", "exclusiveMinimum"),
-        (allowed.high, allowed.high_open, "maximum", "exclusiveMaximum"),
-    ):
-        if math.isfinite(bound):
-            schema[exclusive if is_open else inclusive] = bound
-    return schema
-
-
-def sampling_properties() -> dict[str, Any]:
-    """The sampling parameters' schemas (ranges.SAMPLING), each from the range table."""
-    return {name: parameter(name) for name in ranges.SAMPLING}
 
 
 def describe(

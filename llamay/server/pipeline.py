@@ -53,8 +53,8 @@ class GenerationRequest:
     `messages`: OpenAI-shaped (role, content, tool_calls, tool_call_id, name), through the chat
     template; a trailing assistant message is a prefill. `prompts`: instead of messages, raw
     prompts (strings or token ids), each answered by `n` choices. `sampling`:
-    model.generate's keyword arguments, checked (inference.sampling_kwargs /
-    request_sampling), without a grammar; its `logprobs` asks for each token's. `tools`:
+    model.generate's keyword arguments, checked (the family's request shape, fields.py),
+    without a grammar; its `logprobs` asks for each token's. `tools`:
     OpenAI function tools; `tool_choice`: "auto", "none", "required" or "named"
     (`tool_name`); `parallel`: more than one call per answer. `output`: the output format
     (concepts.OutputFormat) the answer is held to when no tools are offered. `template_kwargs`: the chat template's
