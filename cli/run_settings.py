@@ -15,6 +15,7 @@ from typing import Any
 
 from llamay.engine.sampling import SamplingParams, new_seed
 from llamay.errors import LlamayError
+from llamay.providers.wire import WIRES
 from llamay.server.ollama_options import OLLAMA_OPTIONS
 
 _SAMPLING = SamplingParams()
@@ -175,18 +176,11 @@ def _from_layer(name: str, value: Any) -> Any:
     return PARAMETERS[name].parse(str(value))
 
 
-# What each remote API is sent, of the parameters a user sets; the rest only apply here.
+# What each remote API is sent, of the parameters a user sets (the options its wire carries);
+# the rest only apply here.
+_OLLAMA_NAMES = {keyword: name for name, keyword in OLLAMA_OPTIONS.items()}
 REMOTE_PARAMETERS = {
-    "openai": (
-        "num_predict",
-        "temperature",
-        "top_p",
-        "stop",
-        "seed",
-        "presence_penalty",
-        "frequency_penalty",
-    ),
-    "anthropic": ("num_predict", "temperature", "top_p", "top_k", "stop"),
+    api: tuple(_OLLAMA_NAMES[keyword] for keyword in wire.options) for api, wire in WIRES.items()
 }
 
 

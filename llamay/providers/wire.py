@@ -37,6 +37,16 @@ class Update:
 
 class OpenAIWire:
     path = "/chat/completions"
+    # the generation options a request may carry, by model.generate's names
+    options = (
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "stop",
+        "seed",
+        "presence_penalty",
+        "frequency_penalty",
+    )
 
     @staticmethod
     def headers(key: str | None) -> dict[str, str]:
@@ -96,6 +106,7 @@ class OpenAIWire:
 
 class AnthropicWire:
     path = "/v1/messages"
+    options = ("max_tokens", "temperature", "top_p", "top_k", "stop")
 
     @staticmethod
     def headers(key: str | None) -> dict[str, str]:

@@ -17,7 +17,7 @@ from typing import Any
 import falcon
 
 from llamay import chat
-from llamay.server import openapi, pipeline, remote, sse
+from llamay.server import openapi, pipeline, sse
 from llamay.server.concepts import (
     ANTHROPIC_CHOICE,
     ANTHROPIC_FORMAT,
@@ -86,7 +86,8 @@ class _Request:
         self.thinking: bool | None = values["thinking"]
 
     def chat(self, model: Any, sampling: dict[str, Any] | None = None, **options: Any) -> Any:
-        """The pipeline's request for this message (`options`: parallel, output)."""
+        """The pipeline's request for this message (`options`: parallel, output, stream,
+        spelling), for the local model or a remote provider."""
         return pipeline.GenerationRequest(
             model,
             self.conversation,
@@ -105,27 +106,15 @@ class _Messages(Route):
         values = MESSAGES.read(self.body(req))
         request = _Request(values)
         stream = values["stream"]
-        sampling = MESSAGES.sampling(values)
-        provider = remote.find(request.name)
-        if provider is not None:  # the options as the client gave them, for the upstream
-            run: pipeline.Runner = remote.start(
-                provider,
-                request.conversation,
-                max_tokens=sampling.get("max_tokens"),
-                temperature=sampling.get("temperature"),
-                stream=stream,
-                top_p=sampling.get("top_p"),
-                stop=sampling.get("stop"),
-            )
-        else:
-            model = self.state.models.get(request.name)
-            generation = request.chat(
-                model,
-                sampling,
-                parallel=request.choice.parallel is not False,
-                output=values["output_config"],
-            )
-            run = pipeline.start(generation)
+        generation = request.chat(
+            pipeline.target(self.state, request.name),
+            MESSAGES.sampling(values),
+            parallel=request.choice.parallel is not False,
+            output=values["output_config"],
+            stream=stream,
+            spelling=values.spelling,
+        )
+        run = pipeline.start(generation)
         reply = _Reply(self.state, request.name, run)
         pipeline.answer(req, resp, run, reply.stream if stream else None, reply.collect)
 

@@ -22,7 +22,6 @@ from llamay import chat
 from llamay.engine import Model, ranges
 from llamay.engine.sampling import SamplingParams
 from llamay.errors import GrammarError
-from llamay.server import inference
 from llamay.server.concepts import OPENAI_TOOLS, SCHEMA_FORMAT, Format, Gbnf, Tools
 from llamay.server.errors import ApiError
 from llamay.server.fields import (
@@ -124,7 +123,6 @@ def read_completion(model: Model, values: Mapping[str, Any]) -> Completion:
         sampling["max_tokens"] = n_predict
     if bias:  # as OpenAI's are read: from -100 (a ban) to 100
         sampling["logit_bias"] = _BIAS.read({"logit_bias": bias}, {})
-        inference.vocabulary_checked(model, sampling)
     if n_probs:
         sampling["logprobs"] = n_probs
     if grammar is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import falcon
 
+from llamay.engine import Model
 from llamay.server import anthropic, inference, openapi, pipeline, remote, sse, suffix
 from llamay.server.errors import ApiError, error_body, from_exception
 from llamay.server.fields import Values
@@ -182,27 +183,13 @@ class _ChatCompletions(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         values = CHAT.read(self.body(req))
         name, stream = values["model"], values["stream"]
-        provider = remote.find(name)
-        if provider is not None:  # the options as the client gave them, for the upstream
-            sampling = CHAT.sampling(values)
-            run: pipeline.Runner = remote.start(
-                provider,
-                values["messages"],
-                max_tokens=sampling.get("max_tokens"),
-                temperature=sampling.get("temperature"),
-                stream=stream,
-                top_p=sampling.get("top_p"),
-                stop=sampling.get("stop"),
-                seed=sampling.get("seed"),
-            )
-        else:
-            model = self.state.models.get(name)
-            run = pipeline.start(_chat_request(model, values))
+        run = pipeline.start(_chat_request(pipeline.target(self.state, name), values))
         chat = _Chat(self.state, name, run, stream and values["stream_options"])
         pipeline.answer(req, resp, run, chat.stream if stream else None, chat.collect)
 
 
 def _chat_request(model: Any, values: Values) -> pipeline.GenerationRequest:
+    """The request in the pipeline's terms, for the local model or a remote provider."""
     sampling = CHAT.sampling(values)
     if values["logprobs"]:
         sampling["logprobs"] = values["top_logprobs"] or 0
@@ -210,7 +197,7 @@ def _chat_request(model: Any, values: Values) -> pipeline.GenerationRequest:
     return pipeline.GenerationRequest(
         model,
         values["messages"],
-        sampling=inference.vocabulary_checked(model, sampling),
+        sampling=sampling,
         tools=values["tools"],
         tool_choice=choice.mode,
         tool_name=choice.name,
@@ -219,6 +206,8 @@ def _chat_request(model: Any, values: Values) -> pipeline.GenerationRequest:
         template_kwargs=_template_kwargs(values),
         n=values["n"],
         truncate=values["truncate"],
+        stream=values["stream"],
+        spelling=values.spelling,
     )
 
 
@@ -353,9 +342,11 @@ class _Completions(Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         values = COMPLETION.read(self.body(req))
         name, stream = values["model"], values["stream"]
-        model = self.state.models.get(name)
+        model = pipeline.target(self.state, name)
         prompts = values["prompt"]
-        if values["suffix"] is not None:  # code completion: the middle, through FIM tokens
+        # code completion: the middle, through FIM tokens (a remote provider takes no raw
+        # prompt: its runner refuses one, suffix or not)
+        if values["suffix"] is not None and isinstance(model, Model):
             if values["echo"]:
                 raise ApiError(400, "echo and suffix cannot be combined", "echo")
             max_tokens = values["max_tokens"]
@@ -363,11 +354,13 @@ class _Completions(Route):
         request = pipeline.GenerationRequest(
             model,
             prompts=prompts,
-            sampling=inference.vocabulary_checked(model, COMPLETION.sampling(values)),
+            sampling=COMPLETION.sampling(values),
             reasoning=False,  # a raw prompt: the text is the answer, tags and all
             n=values["n"],
             truncate=values["truncate"],
             echo=values["echo"],
+            stream=stream,
+            spelling=values.spelling,
         )
         run = pipeline.start(request)
         completion = _TextCompletion(self.state, name, run, stream and values["stream_options"])

@@ -12,7 +12,11 @@ context of its own that it keeps as the new stored response). A runner starts it
 - `start(request) -> Run`: on the local model: the prompts rendered and fitted, the grammar
   (the tools' lazy grammar under "auto", or the output format's), the generations begun; a
   failure to begin, such as a full KV cache, raises here, before any status is sent;
-- `remote.start(provider, ...) -> RemoteRun` (remote.py): on a remote provider, the same events.
+- on a remote provider (remote.py), a `RemoteRun` that makes the same events, or a 400 naming
+  the field the provider cannot be sent.
+
+`target(state, name)` chooses: the provider `$LLAMAY_HOME/config.toml` sends the name to, or
+else the local model; the request carries it as its `model`, and `start` runs it there.
 
 Its renderer then reads the run, whichever runner made it (`Runner` is what both offer):
 `events()`: (choice index, Piece, [Event]) as tokens are made, each Piece read by the choice's
@@ -33,7 +37,8 @@ import falcon
 from llamay import chat
 from llamay.chat import Answer, Event
 from llamay.engine import Model
-from llamay.server import inference, sse
+from llamay.providers import Provider
+from llamay.server import inference, remote, sse
 from llamay.server.concepts import OutputFormat
 from llamay.server.errors import ApiError
 from llamay.server.watch import cancelled_on_disconnect
@@ -82,6 +87,8 @@ class GenerationRequest:
     echo: bool = False
     context: Context | None = None
     cached: int = 0
+    stream: bool = False
+    spelling: Mapping[str, str] = field(default_factory=dict)
     # the prompts' token ids once rendered: a caller that reads them first (to know what its
     # context holds) and then starts the request renders the template once
     _ids: list[list[int]] | None = field(default=None, init=False, repr=False, compare=False)
@@ -278,10 +285,27 @@ def _echo(model: Model, ids: list[int], n_top: int | None) -> Echo:
     return Echo(tokens, decoder.flush())
 
 
-def start(request: GenerationRequest) -> Run:
-    """Render, constrain and begin a GenerationRequest on its model (see the module
+def target(state: ServerState, name: str) -> Model | Provider:
+    """What runs requests for model `name`: the remote provider that serves it, or the local
+    model (loaded; 404 for a name that is no model)."""
+    provider = remote.find(name)
+    return provider if provider is not None else state.models.get(name)
+
+
+def start(request: GenerationRequest) -> Runner:
+    """Begin a GenerationRequest on the runner its model names: a remote provider's
+    (remote.start), or the local model's (`run_locally`)."""
+    if isinstance(request.model, Provider):
+        return remote.start(request.model, request)
+    return run_locally(request)
+
+
+def run_locally(request: GenerationRequest) -> Run:
+    """Render, constrain and begin a GenerationRequest on its local model (see the module
     docstring)."""
     model = request.model
+    if not isinstance(model, Model):
+        raise TypeError(f"{model!r} is not a local model")
     offered = request.offered
     prefill = chat.prefill_of(list(request.messages or ()))
     grammar = (
@@ -296,7 +320,7 @@ def start(request: GenerationRequest) -> Run:
         if offered
         else (request.output.grammar() if request.output is not None else None)
     )
-    kwargs = dict(request.sampling)
+    kwargs = inference.vocabulary_checked(model, dict(request.sampling))
     if grammar is not None:
         kwargs["grammar"] = grammar
     prompts = request.prompt_ids()

@@ -1,23 +1,30 @@
 """The runner for a model that `$LLAMAY_HOME/config.toml` routes to a remote provider.
 
-A chat route asks `find(name)` before loading anything; for a remote model, `start` sends the
-conversation as text turns (tools and grammars are local features) and returns a `RemoteRun`:
-the same events a local run makes (pipeline.Runner), so the family's renderer relays the answer
-in its shape, streamed when the client streams, without knowing where it came from.
+The pipeline chooses it (pipeline.target, pipeline.start) for a request whose model a provider
+serves. `start` sends the conversation as text turns with the options the provider's API
+takes (providers/wire.py: max_tokens, temperature, top_p, stop, and seed and the penalties for
+OpenAI's, top_k for Anthropic's), and refuses, with a 400 naming the field as the client spelled
+it, whatever it cannot pass on: tools, an output format, logprobs, several choices, a raw
+prompt, the template's variables, any other option. The answer is a `RemoteRun`: the same
+events a local run makes (pipeline.Runner), so the family's renderer relays it in its shape,
+streamed when the client streams, without knowing where it came from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from llamay import providers
-from llamay.chat import Answer, Event, text_of
+from llamay import chat, providers
+from llamay.chat import Answer, Event
 from llamay.engine.generate import Piece
 from llamay.providers import Provider, Reply
+from llamay.providers.wire import WIRES
 from llamay.server import inference
+from llamay.server.errors import ApiError
 
 if TYPE_CHECKING:
+    from llamay.server.pipeline import GenerationRequest
     from llamay.server.state import ServerState
 
 
@@ -26,23 +33,62 @@ def find(name: str) -> Provider | None:
     return providers.find(name)
 
 
-def start(
-    provider: Provider,
-    messages: Sequence[Mapping[str, Any]],
-    *,
-    max_tokens: Any,
-    temperature: Any,
-    stream: bool,
-    **extra: Any,
-) -> RemoteRun:
-    """Send OpenAI-shaped `messages` (content as strings or text parts) to the provider (with
-    `stream`, asking it to stream); `extra` (top_p, stop, seed...) goes into its request as
-    the client gave it. ProviderError (502) when the upstream fails."""
-    turns = [{"role": m.get("role"), "content": text_of(m.get("content"))} for m in messages]
+def start(provider: Provider, request: GenerationRequest) -> RemoteRun:
+    """Send the request's conversation to the provider that serves its model, streamed when
+    the client streams: 400 for what the provider cannot be sent (`refused`), ProviderError
+    (502) when the upstream fails."""
+    what = refused(request, WIRES[provider.api].options)
+    if what is not None:
+        field = request.spelling.get(what, what)
+        options = ", ".join(WIRES[provider.api].options)
+        raise ApiError(
+            400,
+            f"{field} cannot be passed on to the remote provider {provider.config.name!r} that "
+            f"serves {provider.name}: it is sent the conversation's text and {options}",
+            field,
+        )
+    turns = [
+        {"role": m.get("role"), "content": chat.text_of(m.get("content"))}
+        for m in request.messages or ()
+    ]
+    sampling = dict(request.sampling)
     reply = provider.chat(
-        turns, max_tokens=max_tokens, temperature=temperature, stream=stream, **extra
+        turns,
+        max_tokens=sampling.pop("max_tokens", None),
+        temperature=sampling.pop("temperature", None),
+        stream=request.stream,
+        **sampling,
     )
     return RemoteRun(provider.name, reply)
+
+
+def refused(request: GenerationRequest, options: tuple[str, ...]) -> str | None:
+    """What of `request` a provider whose API takes `options` cannot be sent (by what the
+    pipeline calls it; the request's spelling names the client's field), or None."""
+    if request.prompts is not None:
+        return "prompt"  # a raw prompt: the providers take conversations
+    if any(_not_text(message) for message in request.messages or ()):
+        return "messages"
+    for concept, asked in (
+        ("tools", request.offered),
+        ("output", request.output),
+        ("logprobs", "logprobs" in request.sampling),
+        ("n", request.n != 1),
+        ("echo", request.echo),
+        ("template_kwargs", request.template_kwargs),
+        ("truncate", request.truncate),
+        ("context", request.context is not None),
+    ):
+        if asked:
+            return concept
+    return next((name for name in request.sampling if name not in options), None)
+
+
+def _not_text(message: Any) -> bool:
+    """Whether a message is more than a role and its text: a tool call or a tool's result."""
+    return not isinstance(message, Mapping) or bool(
+        message.get("tool_calls") or message.get("role") == "tool"
+    )
 
 
 class RemoteRun:

@@ -29,7 +29,7 @@ import numpy as np
 
 from llamay.engine import Model
 from llamay.errors import LlamayError
-from llamay.server import openapi, pipeline, remote, sse
+from llamay.server import openapi, pipeline, sse
 from llamay.server.errors import ApiError, from_exception, read_json
 from llamay.server.responses_items import (
     INPUT_TOKENS,
@@ -157,14 +157,14 @@ class _Responses:
         request = read_request(read_json(req, self.state.config.max_body_bytes))
         previous = _previous(self.store, request)
         name = request.model or previous.model_name
-        if remote.find(name) is not None:
+        model = pipeline.target(self.state, name)
+        if not isinstance(model, Model):  # a remote provider keeps no context to store
             raise ApiError(
                 400,
                 f"{name} is served by a remote provider, which the Responses API does not "
                 "reach: use /v1/chat/completions",
                 "model",
             )
-        model = self.state.models.get(name)
         conversation = (previous.conversation if previous else []) + request.messages
         sampling = {name: value for name, value in request.sampling.items() if value is not None}
         generation = _generation(model, request, conversation, sampling)

@@ -155,3 +155,80 @@ def test_a_failure_mid_stream_is_reported_in_the_stream(tmp_path_factory, launch
     else:
         error = json.loads(events[-1])
         assert error["type"] == "error" and error["error"]["type"] == "api_error"
+
+
+WEATHER = {
+    "type": "function",
+    "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"tools": [WEATHER]}, "tools"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"logprobs": True}, "logprobs"),
+        ({"n": 2}, "n"),
+        ({"reasoning_effort": "low"}, "reasoning_effort"),
+        ({"logit_bias": {"1": 2}}, "logit_bias"),
+        ({"extra_body": {"top_k": 5}}, "top_k"),
+        ({"extra_body": {"truncate": True}}, "truncate"),
+    ],
+)
+def test_what_a_remote_provider_cannot_be_sent_is_refused_naming_the_field(relay, options, field):
+    """The pipeline runs a remote model on the provider's runner, which passes on only the
+    conversation's text and the options the provider's API takes: the rest is a 400 naming
+    the field, before anything is sent, rather than dropped unsaid."""
+    client = openai.OpenAI(base_url=relay.url("/v1"), api_key="unused", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="far-gemma", messages=HELLO, max_tokens=4, **options)
+    error = refused.value.body
+    assert error["param"] == field
+    assert error["message"].startswith(f"{field} cannot be passed on to the remote provider")
+    assert "'upstream-openai'" in error["message"] and "far-gemma" in error["message"]
+
+
+def test_each_provider_api_is_sent_what_it_takes(relay, server):
+    """top_k goes to an Anthropic upstream, seed to an OpenAI one, and each the other way
+    round is refused."""
+    client = openai.OpenAI(base_url=relay.url("/v1"), api_key="unused", max_retries=0)
+    options = {"messages": HELLO, "temperature": 0, "max_tokens": 8}
+    claude = client.chat.completions.create(model="far-claude", **options, extra_body={"top_k": 1})
+    assert claude.choices[0].message.content == local_answer(server)
+    gemma = client.chat.completions.create(model="far-gemma", **options, seed=3)
+    assert gemma.choices[0].message.content == local_answer(server)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="far-claude", **options, seed=3)
+    assert refused.value.body["param"] == "seed"
+    anthropic_client = anthropic.Anthropic(base_url=relay.base_url, api_key="unused", max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as thinking:
+        anthropic_client.messages.create(
+            model="far-gemma", messages=HELLO, max_tokens=8, thinking={"type": "disabled"}
+        )
+    assert thinking.value.body["error"]["message"].startswith("thinking cannot be passed on")
+
+
+def test_a_remote_model_takes_conversations_not_raw_prompts(relay):
+    client = openai.OpenAI(base_url=relay.url("/v1"), api_key="unused", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as raw:
+        client.completions.create(model="far-gemma", prompt="Once upon a time", max_tokens=4)
+    assert raw.value.body["param"] == "prompt"
+    called = [
+        *HELLO,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+    ]
+    with pytest.raises(openai.BadRequestError) as history:
+        client.chat.completions.create(model="far-gemma", messages=called, max_tokens=4)
+    assert history.value.body["param"] == "messages"
