@@ -1,8 +1,9 @@
 """llamay's own API: contexts as resources, under /llamay/v1.
 
-A context is made from a model and a prompt (or chat messages), generated in (the context keeps
-what was generated, so the next request goes on from there), forked (copy-on-write: no page is
-copied until one side writes), saved to a snapshot file and restored from one, and deleted.
+A context is made from a model and a prompt (or chat messages), generated in (on the pipeline
+every family shares, pipeline.py: the context keeps what was generated, so the next request
+goes on from there), forked (copy-on-write: no page is copied until one side writes), saved to
+a snapshot file and restored from one, and deleted.
 A context made from messages keeps its conversation (transcript.py): a generate request may add
 turns to it through the chat template, and reading the context gives it back. A running
 generation can be cancelled by another request (the stream still ends with its `done` event).
@@ -34,9 +35,8 @@ from llamay import chat
 from llamay.engine import Model
 from llamay.errors import LlamayError, SnapshotMismatch
 from llamay.paths import temp_prefix
-from llamay.server import inference, sse, transcript
+from llamay.server import pipeline, sse, transcript
 from llamay.server.contexts import ContextRegistry, Entry
-from llamay.server.ending import stop
 from llamay.server.errors import ApiError, read_json
 from llamay.server.metrics import loaded_kv_stats
 from llamay.server.native_describe import PREFIX, SNAPSHOT_TYPE, describe_routes
@@ -228,58 +228,69 @@ class _Generate:
         output = values["grammar"] or values["json_schema"]
         entry = self.registry.get(context_id)
         model = entry.context.model
-        kwargs = GENERATE.sampling(values)
-        if output is not None:
-            kwargs["grammar"] = output.grammar()
         with _idle(entry):
             entry.busy = True
         _name_session(req, resp, entry.id)
         try:
             # Read while the context is ours: another request may have added to it.
             prompt, turns = _what_to_add(entry, prompt, messages)
-            prompt = chat.bounded_text(model, prompt, truncate=False)
-            generation = model.generate(prompt, context=entry.context, **kwargs)
-            entry.generation = generation
-            inference.started([generation])
+            held = entry.context.tokens
+            added = _added_ids(model, prompt, first=not held)
+            run = pipeline.start(
+                pipeline.GenerationRequest(
+                    model,
+                    sampling=GENERATE.sampling(values),
+                    output=output,
+                    reasoning=False,  # the text is the answer, tags and all
+                    context=entry.context,
+                    cached=len(held),
+                    ids=[list(held) + added],
+                    stream=stream,
+                    spelling=values.spelling,
+                )
+            )
+            entry.generation = run.generations[0]
         except BaseException:
             self._done(entry)
             raise
         if stream:
-            sse.respond(resp, self._events(entry, generation, turns))
+            sse.respond(resp, self._events(entry, run, turns))
             return
         try:
-            with cancelled_on_disconnect(req, [generation]):
-                for _ in generation.pieces():
+            with cancelled_on_disconnect(req, run.generations):
+                for _ in run.events():
                     pass
         finally:
-            stop(generation)
-            self._done(entry, generation, turns)
-        self._count(entry, generation)
+            run.release()
+            self._done(entry, run.generations[0], turns)
+        run.usage(self.state)
         resp.media = {
-            "text": generation.text,
-            "tokens": generation.tokens,
-            "finish_reason": generation.finish_reason,
+            "text": run.generations[0].text,
+            "tokens": run.tokens(0),
+            "finish_reason": run.outcome(0).finish_reason,
             "n_tokens": entry.context.n_tokens,
         }
 
     def _events(
-        self, entry: Entry, generation: Any, turns: list[transcript.Turn] | None
+        self, entry: Entry, run: pipeline.Run, turns: list[transcript.Turn] | None
     ) -> Iterator[bytes]:
         """A token event per token, then a `done` event (or an `error` event)."""
         try:
-            for piece in generation.pieces():
+            for _, piece, _ in run.events():
                 # The last piece may be text held back at the end (a stop-string prefix, say)
                 # with no token of its own.
                 token = {} if piece.token is None else {"token": piece.token}
                 yield sse.event({"text": piece.text, **token}, "token")
-            self._count(entry, generation)
-            done = {"finish_reason": generation.finish_reason, "n_tokens": entry.context.n_tokens}
-            yield sse.event(done, "done")
+            run.usage(self.state)
+            finish_reason = run.outcome(0).finish_reason
+            yield sse.event(
+                {"finish_reason": finish_reason, "n_tokens": entry.context.n_tokens}, "done"
+            )
         except LlamayError as error:
             yield sse.event({"error": {"message": str(error)}}, "error")
         finally:
-            stop(generation)
-            self._done(entry, generation, turns)
+            run.release()
+            self._done(entry, run.generations[0], turns)
 
     def _done(
         self,
@@ -300,9 +311,6 @@ class _Generate:
             with entry.mutex:
                 entry.busy = False
                 entry.last_used = time.monotonic()
-
-    def _count(self, entry: Entry, generation: Any) -> None:
-        self.state.count_tokens(entry.context.model, generation.n_prompt, generation.n_generated)
 
 
 class _Stats:
@@ -386,6 +394,15 @@ def _what_to_add(
     if turns is None:
         return prompt, None
     return prompt, transcript.answered(turns, prompt)
+
+
+def _added_ids(model: Model, text: str, *, first: bool) -> list[int]:
+    """The tokens of the text a generate request adds to a context (BOS only where the
+    context is empty and the model asks for it; specials parsed), refused (400) before it is
+    tokenized when its length alone tells it cannot fit."""
+    if not text:
+        return []
+    return model.tokenize(chat.bounded_text(model, text, truncate=False), add_bos=first)
 
 
 def _largest_snapshot(model: Model) -> int:

@@ -23,7 +23,8 @@ Its renderer then reads the run, whichever runner made it (`Runner` is what both
 `Answer` (llamay/chat/answer.py) into text, reasoning and tool calls; then `finish(i)`: the events held to
 the end; `finish_reason(i)` / `outcome(i)`; `usage(state)`; `release()` when the answer is
 gone. `answer(req, resp, run, ...)` sends it as an event stream or whole. The families:
-openai.py (chat and text completions), anthropic.py, ollama.py, responses.py.
+openai.py (chat and text completions), anthropic.py, ollama.py, responses.py, and native.py's
+generate, in a context of its own registry.
 """
 
 from __future__ import annotations
@@ -55,23 +56,28 @@ class GenerationRequest:
     """One generation request, in llamay's terms: a conversation or raw prompts, and how to
     answer them.
 
-    `messages`: OpenAI-shaped (role, content, tool_calls, tool_call_id, name), through the chat
-    template; a trailing assistant message is a prefill. `prompts`: instead of messages, raw
-    prompts (strings or token ids), each answered by `n` choices. `sampling`:
+    `model`: what runs it, the local model or the remote provider that serves its name
+    (`target`). `messages`: OpenAI-shaped (role, content, tool_calls, tool_call_id, name),
+    through the chat template; a trailing assistant message is a prefill. `prompts`: instead
+    of messages, raw prompts (strings or token ids), each answered by `n` choices. `sampling`:
     model.generate's keyword arguments, checked (the family's request shape, fields.py),
-    without a grammar; its `logprobs` asks for each token's. `tools`:
-    OpenAI function tools; `tool_choice`: "auto", "none", "required" or "named"
-    (`tool_name`); `parallel`: more than one call per answer. `output`: the output format
-    (concepts.OutputFormat) the answer is held to when no tools are offered. `template_kwargs`: the chat template's
-    variables (enable_thinking, reasoning_effort). `reasoning`: separate a reasoning model's
-    reasoning. `n`: choices per prompt. `truncate`: cut a prompt longer than the context
-    instead of refusing it. `echo`: each choice repeats its prompt first (`Run.echo`), with
-    the prompt tokens' logprobs when `logprobs` is asked for; with max_tokens 0 the prompt is
-    only scored. `context`: generate in the caller's context (one prompt, one choice), which
-    holds the prompt's first `cached` tokens already (only the rest is fed); it stays open,
-    the caller's again once the run is released."""
+    without a grammar; its `logprobs` asks for each token's. `tools`: OpenAI function tools;
+    `tool_choice`: "auto", "none", "required" or "named" (`tool_name`); `parallel`: more than
+    one call per answer. `output`: the output format (concepts.OutputFormat) the answer is
+    held to when no tools are offered. `template_kwargs`: the chat template's variables
+    (enable_thinking, reasoning_effort). `reasoning`: separate a reasoning model's reasoning.
+    `n`: choices per prompt. `truncate`: cut a prompt longer than the context instead of
+    refusing it. `echo`: each choice repeats its prompt first (`Run.echo`), with the prompt
+    tokens' logprobs when `logprobs` is asked for; with max_tokens 0 the prompt is only
+    scored. `context`: generate in the caller's context (one prompt, one choice), which holds
+    the prompt's first `cached` tokens already (only the rest is fed); it stays open, the
+    caller's again once the run is released. `ids`: the prompts' token ids, where the caller
+    has them already (a context's own tokens and what it adds: trusted, not fitted); else
+    they are rendered from the messages or prompts, once. `stream`: the client streams (a
+    remote provider is asked to stream too). `spelling`: the client's field for each thing
+    the request carries (fields.Values.spelling), for a refusal to name it."""
 
-    model: Model
+    model: Model | Provider
     messages: Sequence[Mapping[str, Any]] | None = None
     sampling: dict[str, Any] = field(default_factory=dict)
     tools: Sequence[Mapping[str, Any]] | None = None
@@ -89,9 +95,9 @@ class GenerationRequest:
     cached: int = 0
     stream: bool = False
     spelling: Mapping[str, str] = field(default_factory=dict)
-    # the prompts' token ids once rendered: a caller that reads them first (to know what its
-    # context holds) and then starts the request renders the template once
-    _ids: list[list[int]] | None = field(default=None, init=False, repr=False, compare=False)
+    # a caller that reads the rendered ids first (to know what its context holds) and then
+    # starts the request renders the template once
+    ids: list[list[int]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def offered(self) -> Sequence[Mapping[str, Any]] | None:
@@ -109,9 +115,9 @@ class GenerationRequest:
 
     def prompt_ids(self) -> list[list[int]]:
         """Each prompt's token ids (a conversation is one prompt), rendered once."""
-        if self._ids is None:
-            self._ids = self._render()
-        return self._ids
+        if self.ids is None:
+            self.ids = self._render()
+        return self.ids
 
     def _render(self) -> list[list[int]]:
         if self.prompts is not None:
