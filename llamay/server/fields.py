@@ -1,4 +1,4 @@
-"""Request shapes, declared once: the fields of each request body, their kinds, ranges and defaults.
+"""Request shapes, declared once: each request body's fields, kinds, ranges and defaults.
 
 Each API family declares the body of each of its requests as a `Shape` of `Field`s. A field has
 a kind (what values it takes: a flag, a number in a range of the engine's table, a string, one
@@ -81,6 +81,9 @@ class Number(Kind):
 
     def read(self, value: Any, values: Mapping[str, Any]) -> int | float:
         return self.allowed.check(value, "{name}")
+
+    def absent(self, default: Any, values: Mapping[str, Any]) -> Any:
+        return self.allowed.default if default is None else default
 
     def schema(self) -> dict[str, Any]:
         allowed = self.allowed
@@ -212,16 +215,15 @@ class Object(Kind):
 
 @dataclass(frozen=True)
 class Custom(Kind):
-    """A field its family reads its own way: `reader(value)` (or `reader(value, values)` with
-    `sees_values`) and the schema that says what it takes."""
+    """A field its family reads its own way: `reader(value)`, and the schema that says what it
+    takes."""
 
-    reader: Callable[..., Any]
+    reader: Callable[[Any], Any]
     described: Mapping[str, Any] = field(default_factory=dict)
-    sees_values: bool = False
     as_sent = False
 
     def read(self, value: Any, values: Mapping[str, Any]) -> Any:
-        return self.reader(value, values) if self.sees_values else self.reader(value)
+        return self.reader(value)
 
     def schema(self) -> dict[str, Any]:
         return dict(self.described)
@@ -285,10 +287,7 @@ class Field:
         if value is None:
             if self.required is not None:
                 raise ApiError(400, self.required, self.name)
-            default = self.default
-            if default is None and isinstance(self.kind, Number):
-                default = self.kind.allowed.default
-            return self.kind.absent(default, values)
+            return self.kind.absent(self.default, values)
         try:
             return self.kind.read(value, values)
         except ValueError as error:
@@ -339,15 +338,11 @@ class Shape:
     def names(self) -> list[str]:
         return [f.name for f in self.fields]
 
-    def but(self, *names: str, **changes: Any) -> Shape:
-        """This shape without the fields `names` (`changes`: a field's new declaration, by its
-        name, or new shape options)."""
-        fields = [changes.get(f.name, f) for f in self.fields if f.name not in names]
-        return Shape(
-            *fields,
-            strict=changes.get("strict", self.strict),
-            schema_extra=changes.get("schema_extra", self.schema_extra),
-        )
+    def replacing(self, *fields: Field) -> Shape:
+        """This shape with some of its fields declared anew (by name)."""
+        anew = {f.name: f for f in fields}
+        mine = [anew.get(f.name, f) for f in self.fields]
+        return Shape(*mine, strict=self.strict, schema_extra=self.schema_extra)
 
     def read(self, body: Mapping[str, Any]) -> Values:
         """The body's values, each checked (400 naming the first field at fault)."""

@@ -121,7 +121,7 @@ def read_request(body: Mapping[str, Any], *, need_input: bool = True) -> Request
             "parallel_tool_calls": parallel,
             "reasoning": values["reasoning"] or {"effort": None, "summary": None},
             "truncation": values["truncation"],
-            "user": body.get("user") if isinstance(body.get("user"), str) else None,
+            "user": values["user"] if isinstance(values["user"], str) else None,
         },
         parallel=parallel,
     )
@@ -366,7 +366,7 @@ REQUEST = Shape(
     Field("user", Anything({"type": "string"})),
 )
 # input_tokens counts a request's input: a previous response's alone will do
-INPUT_TOKENS = REQUEST.but(input=dataclasses.replace(REQUEST["input"], required=None))
+INPUT_TOKENS = REQUEST.replacing(dataclasses.replace(REQUEST["input"], required=None))
 
 
 # --- output --------------------------------------------------------------------------------------
