@@ -48,7 +48,7 @@ class _Predict(Number):
         return super().read(value, values)
 
     def schema(self) -> dict[str, Any]:
-        return {**super().schema(), "minimum": -2}
+        return {"type": "integer"}
 
 
 def _option(theirs: str, ours: str) -> Field:
