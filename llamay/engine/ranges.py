@@ -62,9 +62,8 @@ class Range:
 INF = math.inf
 
 # Name -> range, with what the notable values mean. temperature 0 and top_p 0 are greedy (top_p 0,
-# OpenAI's minimum, keeps only the most likely token); max_tokens 0 generates nothing; top_k 0,
-# top_p 1, min_p 0, typical_p 1, repeat_penalty 1 and repeat_last_n 0 switch their stage off;
-# repeat_last_n -1 looks at the whole context.
+# OpenAI's minimum, keeps only the most likely token); max_tokens 0 generates nothing; the values
+# in OFF switch their stage off; repeat_last_n -1 looks at the whole context.
 RANGES: dict[str, Range] = {
     "max_tokens": Range(int, 0, INF),
     "temperature": Range(float, 0.0, 100.0),
@@ -82,6 +81,18 @@ RANGES: dict[str, Range] = {
     # request parameters the server reads with the same table (not model.generate's)
     "n": Range(int, 1, 16, default=1),  # choices per prompt: each one a sequence in the batch
     "top_logprobs": Range(int, 0, 20),
+}
+
+# The value that switches each sampling stage off: a request that sends it asks for nothing.
+OFF: dict[str, float] = {
+    "top_k": 0,
+    "top_p": 1.0,
+    "min_p": 0.0,
+    "typical_p": 1.0,
+    "repeat_penalty": 1.0,
+    "repeat_last_n": 0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
 }
 
 # Names in RANGES that only requests carry (model.generate takes the others).

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from llamay import chat, providers
 from llamay.chat import Answer, Event
+from llamay.engine import ranges
 from llamay.engine.generate import Piece
 from llamay.providers import Provider, Reply
 from llamay.providers.wire import WIRES
@@ -37,21 +38,22 @@ def start(provider: Provider, request: GenerationRequest) -> RemoteRun:
     """Send the request's conversation to the provider that serves its model, streamed when
     the client streams: 400 for what the provider cannot be sent (`refused`), ProviderError
     (502) when the upstream fails."""
-    what = refused(request, WIRES[provider.api].options)
+    options = WIRES[provider.api].options
+    what = refused(request, options)
     if what is not None:
         field = request.spelling.get(what, what)
-        options = ", ".join(WIRES[provider.api].options)
         raise ApiError(
             400,
             f"{field} cannot be passed on to the remote provider {provider.config.name!r} that "
-            f"serves {provider.name}: it is sent the conversation's text and {options}",
+            f"serves {provider.name}: it is sent the conversation's text and "
+            f"{', '.join(options)}",
             field,
         )
     turns = [
         {"role": m.get("role"), "content": chat.text_of(m.get("content"))}
         for m in request.messages or ()
     ]
-    sampling = dict(request.sampling)
+    sampling = {name: v for name, v in request.sampling.items() if name in options}
     reply = provider.chat(
         turns,
         max_tokens=sampling.pop("max_tokens", None),
@@ -64,7 +66,9 @@ def start(provider: Provider, request: GenerationRequest) -> RemoteRun:
 
 def refused(request: GenerationRequest, options: tuple[str, ...]) -> str | None:
     """What of `request` a provider whose API takes `options` cannot be sent (by what the
-    pipeline calls it; the request's spelling names the client's field), or None."""
+    pipeline calls it; the request's spelling names the client's field), or None. An option
+    at the value that switches its stage off (a penalty of 0) asks for nothing, and is left
+    out rather than refused."""
     if request.prompts is not None:
         return "prompt"  # a raw prompt: the providers take conversations
     if any(_not_text(message) for message in request.messages or ()):
@@ -81,7 +85,15 @@ def refused(request: GenerationRequest, options: tuple[str, ...]) -> str | None:
     ):
         if asked:
             return concept
-    return next((name for name in request.sampling if name not in options), None)
+    # an option at the value that switches its stage off asks for nothing: left out
+    return next(
+        (
+            name
+            for name, value in request.sampling.items()
+            if name not in options and value != ranges.OFF.get(name)
+        ),
+        None,
+    )
 
 
 def _not_text(message: Any) -> bool:

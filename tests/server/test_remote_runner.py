@@ -75,3 +75,16 @@ def test_the_options_a_providers_api_takes_are_sent(api, option):
     request = pipeline.GenerationRequest(provider(api), HELLO, sampling=sampling)
     with pytest.raises(ProviderError, match="cannot reach"):
         pipeline.start(request)
+
+
+@pytest.mark.parametrize(
+    ("api", "option", "off"), [("anthropic", "presence_penalty", 0.0), ("openai", "top_k", 0)]
+)
+def test_an_option_that_switches_its_stage_off_asks_for_nothing(api, option, off):
+    """Clients send some options at their neutral value by default: left out, not refused;
+    any other value is refused."""
+    request = pipeline.GenerationRequest(provider(api), HELLO, sampling={option: off})
+    with pytest.raises(ProviderError, match="cannot reach"):
+        pipeline.start(request)
+    request.sampling = {option: 1}
+    assert refusal(request).param == option
