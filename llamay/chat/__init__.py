@@ -2,8 +2,9 @@
 
 It owns what makes a model a chat model: the conversation-to-prompt step through the model's
 chat template (prompt.py), the tool-call formats that templates teach and models write
-(toolcalls.py), the grammars a request asks for (constraints.py), and the reading of an answer
-into text, reasoning and tool calls as it is generated (answer.py). `Model.chat` (model.py,
+(toolcalls.py), what a request asks for in each API's spelling (tools, the tool choice, the
+output format: spellings.py) and the grammar of its calls (constraints.py), and the reading of
+an answer into text, reasoning and tool calls as it is generated (answer.py). `Model.chat` (model.py,
 reply.py) puts it all behind one call. The server's API families and the CLI use it; it knows
 nothing of either.
 """
@@ -12,12 +13,7 @@ from __future__ import annotations
 
 from llamay.chat.answer import Answer, Event, answer_reader, reasoning_of
 from llamay.chat.calls import ToolCall
-from llamay.chat.constraints import (
-    json_grammar,
-    response_format_grammar,
-    tool_choice_of,
-    tool_grammar,
-)
+from llamay.chat.constraints import tool_grammar
 from llamay.chat.model import Model
 from llamay.chat.prompt import (
     bounded_text,
@@ -29,6 +25,7 @@ from llamay.chat.prompt import (
     text_prompt,
 )
 from llamay.chat.reply import ChatResult, ChatStream, Usage, finish_reason_of
+from llamay.chat.spellings import OutputFormat, ToolChoice, read_choice, read_format, read_tools
 
 __all__ = [
     "Answer",
@@ -36,20 +33,22 @@ __all__ = [
     "ChatStream",
     "Event",
     "Model",
+    "OutputFormat",
     "ToolCall",
+    "ToolChoice",
     "Usage",
     "answer_reader",
     "bounded_text",
     "chat_prompt",
     "finish_reason_of",
     "fit",
-    "json_grammar",
     "prefill_of",
+    "read_choice",
+    "read_format",
+    "read_tools",
     "reasoning_of",
     "render_chat",
-    "response_format_grammar",
     "text_of",
     "text_prompt",
-    "tool_choice_of",
     "tool_grammar",
 ]

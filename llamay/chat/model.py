@@ -2,7 +2,8 @@
 
 `Model.chat` takes a conversation as OpenAI's chat API writes it and answers it the way the
 server does, step for step: the messages through the chat template (prompt.py), the tools'
-calls or the response format held by a grammar (constraints.py), the generation read into
+calls or the response format held by a grammar (read by spellings.py, as the server reads
+them; constraints.py), the generation read into
 text, reasoning and tool calls (answer.py). So the same request with the same seed (or greedy)
 gives the same tokens here as through `llamay serve`.
 """
@@ -14,9 +15,10 @@ from typing import Any, Literal, overload
 
 from llamay import engine
 from llamay.chat.answer import answer_reader
-from llamay.chat.constraints import response_format_grammar, tool_choice_of, tool_grammar
+from llamay.chat.constraints import tool_grammar
 from llamay.chat.prompt import chat_prompt, prefill_of
 from llamay.chat.reply import ChatResult, ChatStream
+from llamay.chat.spellings import read_choice, read_format, read_tools
 
 
 class Model(engine.Model):
@@ -81,15 +83,22 @@ class Model(engine.Model):
         ChatResult. llamay.InvalidRequest for a request it cannot take, GrammarError for a
         schema it cannot enforce, ContextOverflow for a conversation too long for a context.
         """
-        choice, name = tool_choice_of(tool_choice, tools)
-        offered = tools if tools and choice != "none" else None
+        tools = read_tools(list(tools)) if tools is not None else None
+        choice = read_choice(tool_choice, tools)
+        offered = tools if tools and choice.mode != "none" else None
         prefill = prefill_of(messages)
         if offered:
             grammar = tool_grammar(
-                self, offered, choice, name, parallel=parallel_tool_calls, prefill=prefill
+                self,
+                offered,
+                choice.mode,
+                choice.name,
+                parallel=parallel_tool_calls,
+                prefill=prefill,
             )
         else:
-            grammar = response_format_grammar(response_format)
+            output = read_format(response_format)
+            grammar = output.grammar() if output is not None else None
         ids = chat_prompt(
             self,
             messages,

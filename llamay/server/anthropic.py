@@ -17,15 +17,9 @@ from typing import Any
 import falcon
 
 from llamay import chat
+from llamay.chat.spellings import ANTHROPIC_CHOICE, ANTHROPIC_FORMAT, ANTHROPIC_TOOLS
 from llamay.server import openapi, pipeline, sse
-from llamay.server.concepts import (
-    ANTHROPIC_CHOICE,
-    ANTHROPIC_FORMAT,
-    ANTHROPIC_TOOLS,
-    Choice,
-    Format,
-    Tools,
-)
+from llamay.server.concepts import Choice, Format, Tools
 from llamay.server.errors import ApiError, error_body, from_exception
 from llamay.server.fields import Custom, Field, Flag, Invalid, Shape, Stop, Text, Values, param
 from llamay.server.state import Route, ServerState

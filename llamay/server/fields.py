@@ -12,8 +12,9 @@ the contract:
 
 Null is the same as leaving a field out (OpenAI's schemas make every option nullable), except
 for a required field. Fields a family reads its own way (a conversation's messages) declare a
-`Custom` kind: their reader beside their schema. The concepts each family spells its own way
-(tools, the tool choice, an output format) are kinds of their own (concepts.py).
+`Custom` kind: their reader beside their schema. What each family spells its own way (tools,
+the tool choice, an output format) has kinds of its own (concepts.py), read by the chat
+layer's readers (llamay/chat/spellings.py), which Model.chat reads OpenAI's spellings with.
 """
 
 from __future__ import annotations
@@ -25,18 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llamay.engine import ranges
+from llamay.errors import InvalidRequest
 from llamay.server.errors import ApiError
 
 MAX_STOP_STRINGS = 16
 
 
 class Invalid(ValueError):
-    """A value its kind refuses: the message (`{name}` in it stands for the field's name) and,
-    where the fault is inside the value, the path to it there (".format")."""
-
-    def __init__(self, message: str, inside: str = "") -> None:
-        super().__init__(message)
-        self.inside = inside
+    """A value its kind refuses; `{name}` in the message stands for the field's name."""
 
 
 class Kind:
@@ -290,9 +287,13 @@ class Field:
             return self.kind.absent(self.default, values)
         try:
             return self.kind.read(value, values)
+        except InvalidRequest as error:  # the chat layer's readers name where, as "{name}..."
+            message = self.invalid or str(error).replace("{name}", self.name)
+            where = (error.param or "{name}").replace("{name}", self.name)
+            raise ApiError(400, message, where) from None
         except ValueError as error:
             message = self.invalid or str(error).replace("{name}", self.name)
-            raise ApiError(400, message, self.name + getattr(error, "inside", "")) from None
+            raise ApiError(400, message, self.name) from None
 
     def schema(self) -> dict[str, Any]:
         schema = self.kind.schema()

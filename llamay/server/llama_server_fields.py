@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from llamay import chat
+from llamay.chat.spellings import OPENAI_TOOLS, SCHEMA_FORMAT
 from llamay.engine import Model, ranges
 from llamay.engine.sampling import SamplingParams
 from llamay.errors import GrammarError
-from llamay.server.concepts import OPENAI_TOOLS, SCHEMA_FORMAT, Format, Gbnf, Tools
+from llamay.server.concepts import Format, Gbnf, Tools
 from llamay.server.errors import ApiError
 from llamay.server.fields import (
     Anything,

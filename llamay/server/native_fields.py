@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from llamay.chat.spellings import SCHEMA_FORMAT
 from llamay.engine import ranges
-from llamay.server.concepts import SCHEMA_FORMAT, Format, Gbnf
+from llamay.server.concepts import Format, Gbnf
 from llamay.server.fields import Anything, Custom, Field, Flag, Invalid, Shape, Stop, Text, param
 
 MESSAGE = {

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from llamay.chat.spellings import OLLAMA_FORMAT, OPENAI_TOOLS
 from llamay.engine import ranges
-from llamay.server.concepts import OLLAMA_FORMAT, OPENAI_TOOLS, Format, Tools
+from llamay.server.concepts import Format, Tools
 from llamay.server.errors import ApiError
 from llamay.server.fields import (
     Anything,

@@ -9,15 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from llamay.chat.spellings import OPENAI_CHOICE, OPENAI_FORMAT, OPENAI_TOOLS
 from llamay.engine import ranges
-from llamay.server.concepts import (
-    OPENAI_CHOICE,
-    OPENAI_FORMAT,
-    OPENAI_TOOLS,
-    Choice,
-    Format,
-    Tools,
-)
+from llamay.server.concepts import Choice, Format, Tools
 from llamay.server.fields import (
     Custom,
     Field,

@@ -37,10 +37,10 @@ import falcon
 
 from llamay import chat
 from llamay.chat import Answer, Event
+from llamay.chat.spellings import OutputFormat
 from llamay.engine import Model
 from llamay.providers import Provider
 from llamay.server import inference, remote, sse
-from llamay.server.concepts import OutputFormat
 from llamay.server.errors import ApiError
 from llamay.server.watch import cancelled_on_disconnect
 from llamay.state import Context

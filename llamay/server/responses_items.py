@@ -16,16 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llamay.chat import Answer
+from llamay.chat.spellings import FLAT_CHOICE, FLAT_FORMAT, FLAT_TOOLS, OutputFormat
 from llamay.grammar import Grammar
-from llamay.server.concepts import (
-    FLAT_CHOICE,
-    FLAT_FORMAT,
-    FLAT_TOOLS,
-    Choice,
-    Format,
-    OutputFormat,
-    Tools,
-)
+from llamay.server.concepts import Choice, Format, Tools
 from llamay.server.errors import ApiError
 from llamay.server.fields import (
     Anything,

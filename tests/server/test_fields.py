@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from llamay.chat import spellings
 from llamay.engine import ranges
 from llamay.server import concepts
 from llamay.server.errors import ApiError
@@ -158,15 +159,15 @@ def test_a_range_raised_for_one_api_is_checked_and_described():
 OPENAI_TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
 
 
-def tools_shape(tools: concepts.ToolSpelling, choice: concepts.ChoiceSpelling) -> Shape:
+def tools_shape(tools: spellings.ToolSpelling, choice: spellings.ChoiceSpelling) -> Shape:
     return Shape(
         Field("tools", concepts.Tools(tools)), Field("tool_choice", concepts.Choice(choice))
     )
 
 
-OPENAI = tools_shape(concepts.OPENAI_TOOLS, concepts.OPENAI_CHOICE)
-ANTHROPIC = tools_shape(concepts.ANTHROPIC_TOOLS, concepts.ANTHROPIC_CHOICE)
-FLAT = tools_shape(concepts.FLAT_TOOLS, concepts.FLAT_CHOICE)
+OPENAI = tools_shape(spellings.OPENAI_TOOLS, spellings.OPENAI_CHOICE)
+ANTHROPIC = tools_shape(spellings.ANTHROPIC_TOOLS, spellings.ANTHROPIC_CHOICE)
+FLAT = tools_shape(spellings.FLAT_TOOLS, spellings.FLAT_CHOICE)
 
 
 def test_each_spelling_of_a_tool_reads_as_an_openai_function_tool():
@@ -255,7 +256,7 @@ def test_a_choice_in_no_spelling_is_refused_naming_it(shape, given):
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}}
 
 
-def output(spelling: concepts.FormatSpelling, value):
+def output(spelling: spellings.FormatSpelling, value):
     return Shape(Field("format", concepts.Format(spelling))).read({"format": value})["format"]
 
 
@@ -263,28 +264,28 @@ def output(spelling: concepts.FormatSpelling, value):
     ("spelling", "value", "kind"),
     [
         (
-            concepts.OPENAI_FORMAT,
+            spellings.OPENAI_FORMAT,
             {"type": "json_schema", "json_schema": {"schema": SCHEMA}},
             "json_schema",
         ),
-        (concepts.OPENAI_FORMAT, {"type": "json_object"}, "json_object"),
-        (concepts.OPENAI_FORMAT, {"type": "text"}, None),
-        (concepts.OPENAI_FORMAT, {}, None),
+        (spellings.OPENAI_FORMAT, {"type": "json_object"}, "json_object"),
+        (spellings.OPENAI_FORMAT, {"type": "text"}, None),
+        (spellings.OPENAI_FORMAT, {}, None),
         (
-            concepts.FLAT_FORMAT,
+            spellings.FLAT_FORMAT,
             {"format": {"type": "json_schema", "schema": SCHEMA}},
             "json_schema",
         ),
-        (concepts.FLAT_FORMAT, {}, None),
+        (spellings.FLAT_FORMAT, {}, None),
         (
-            concepts.ANTHROPIC_FORMAT,
+            spellings.ANTHROPIC_FORMAT,
             {"format": {"type": "json_schema", "schema": SCHEMA}},
             "json_schema",
         ),
-        (concepts.OLLAMA_FORMAT, "json", "json_object"),
-        (concepts.OLLAMA_FORMAT, SCHEMA, "json_schema"),
-        (concepts.OLLAMA_FORMAT, "", None),
-        (concepts.SCHEMA_FORMAT, SCHEMA, "json_schema"),
+        (spellings.OLLAMA_FORMAT, "json", "json_object"),
+        (spellings.OLLAMA_FORMAT, SCHEMA, "json_schema"),
+        (spellings.OLLAMA_FORMAT, "", None),
+        (spellings.SCHEMA_FORMAT, SCHEMA, "json_schema"),
     ],
 )
 def test_each_spelling_of_an_output_format_reads_as_one_format(spelling, value, kind):
@@ -299,14 +300,14 @@ def test_each_spelling_of_an_output_format_reads_as_one_format(spelling, value, 
 @pytest.mark.parametrize(
     ("spelling", "value", "param_"),
     [
-        (concepts.OPENAI_FORMAT, "json", "format"),
-        (concepts.OPENAI_FORMAT, {"type": "xml"}, "format"),
-        (concepts.OPENAI_FORMAT, {"type": "json_schema", "json_schema": {}}, "format"),
-        (concepts.FLAT_FORMAT, "json", "format"),
-        (concepts.FLAT_FORMAT, {"format": {"type": "xml"}}, "format.format"),
-        (concepts.ANTHROPIC_FORMAT, {"format": {"type": "json_object"}}, "format.format"),
-        (concepts.OLLAMA_FORMAT, "yaml", "format"),
-        (concepts.SCHEMA_FORMAT, ["x"], "format"),
+        (spellings.OPENAI_FORMAT, "json", "format"),
+        (spellings.OPENAI_FORMAT, {"type": "xml"}, "format"),
+        (spellings.OPENAI_FORMAT, {"type": "json_schema", "json_schema": {}}, "format"),
+        (spellings.FLAT_FORMAT, "json", "format"),
+        (spellings.FLAT_FORMAT, {"format": {"type": "xml"}}, "format.format"),
+        (spellings.ANTHROPIC_FORMAT, {"format": {"type": "json_object"}}, "format.format"),
+        (spellings.OLLAMA_FORMAT, "yaml", "format"),
+        (spellings.SCHEMA_FORMAT, ["x"], "format"),
     ],
 )
 def test_a_format_in_no_spelling_is_refused_naming_where(spelling, value, param_):

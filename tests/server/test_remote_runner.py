@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from llamay.chat.spellings import OutputFormat
 from llamay.providers import Provider, ProviderConfig, ProviderError
 from llamay.server import pipeline
-from llamay.server.concepts import OutputFormat
 from llamay.server.errors import ApiError
 from llamay.server.openai_fields import CHAT
 
