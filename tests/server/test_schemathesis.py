@@ -30,6 +30,7 @@ TOKEN_LIMITS = {
     "/v1/completions": ("max_tokens",),
     "/v1/messages": ("max_tokens",),
     "/llamay/v1/contexts/{context_id}/generate": ("max_tokens",),
+    "/v1/responses": ("max_output_tokens",),
     "/completion": ("n_predict",),
     "/infill": ("n_predict",),
 }
