@@ -119,7 +119,6 @@ def read_completion(model: Model, values: Mapping[str, Any]) -> Completion:
     if values["ignore_eos"]:  # as llama.cpp: every end-of-generation token banned
         bias.update(dict.fromkeys(model.tokenizer.eog_ids, -100.0))
     sampling = COMPLETION.sampling(values)
-    sampling.pop("max_tokens", None)
     if n_predict >= 0:
         sampling["max_tokens"] = n_predict
     if bias:  # as OpenAI's are read: from -100 (a ban) to 100
