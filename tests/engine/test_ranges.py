@@ -14,7 +14,14 @@ import pytest
 from llamay.engine.ranges import RANGES
 from llamay.engine.sampling import SamplingParams
 from llamay.server.errors import ApiError
-from llamay.server.inference import checked
+from llamay.server.fields import Field, param
+
+
+def checked(name: str, value: object) -> object:
+    """The value as a request's field of that name reads it (the declarations every API's
+    requests are read from: llamay/server/fields.py)."""
+    return Field(name, param(name)).read({name: value}, {})
+
 
 # The parameters SamplingParams takes that the table bounds.
 SAMPLING = {item.name for item in fields(SamplingParams) if item.name in RANGES}
