@@ -274,7 +274,10 @@ def read_format(
         return OutputFormat("json_schema", value, given=value)
     kind = value.get("type", "text")
     if kind not in spelling.kinds:
-        raise InvalidRequest(f"{where}.type must be {_either(spelling.kinds)}, not {kind!r}", where)
+        raise InvalidRequest(
+            f"unknown response format {kind!r}: {where}.type must be {_either(spelling.kinds)}",
+            where,
+        )
     if kind == "text":
         return None
     schema = _at(value, spelling.schema_at)

@@ -36,7 +36,8 @@ def test_openais_spellings_read_into_one_request():
         (
             lambda: chat.read_format({"type": "xml"}),
             "response_format",
-            "response_format.type must be text, json_object or json_schema, not 'xml'",
+            "unknown response format 'xml': response_format.type must be text, json_object or "
+            "json_schema",
         ),
         (
             lambda: chat.read_format({"type": "json_schema", "json_schema": {}}),
