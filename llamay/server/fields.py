@@ -274,13 +274,17 @@ class Field:
 
     def given(self, body: Mapping[str, Any]) -> Any:
         """The body's value for this field (None when it gives none)."""
+        return self._given(body)[1]
+
+    def _given(self, body: Mapping[str, Any]) -> tuple[str, Any]:
+        """(the name the body gives this field under, its value), or (name, None)."""
         for name in (self.name, *self.also):
             if body.get(name) is not None:
-                return body[name]
-        return None
+                return name, body[name]
+        return self.name, None
 
     def read(self, body: Mapping[str, Any], values: Mapping[str, Any]) -> Any:
-        value = self.given(body)
+        name, value = self._given(body)
         if value is None:
             if self.required is not None:
                 raise ApiError(400, self.required, self.name)
@@ -288,12 +292,12 @@ class Field:
         try:
             return self.kind.read(value, values)
         except InvalidRequest as error:  # the chat layer's readers name where, as "{name}..."
-            message = self.invalid or str(error).replace("{name}", self.name)
-            where = (error.param or "{name}").replace("{name}", self.name)
+            message = self.invalid or str(error).replace("{name}", name)
+            where = (error.param or "{name}").replace("{name}", name)
             raise ApiError(400, message, where) from None
         except ValueError as error:
-            message = self.invalid or str(error).replace("{name}", self.name)
-            raise ApiError(400, message, self.name) from None
+            message = self.invalid or str(error).replace("{name}", name)
+            raise ApiError(400, message, name) from None
 
     def schema(self) -> dict[str, Any]:
         schema = self.kind.schema()
@@ -374,10 +378,12 @@ class Shape:
 
     def schema(self) -> dict[str, Any]:
         """The body's JSON schema, as `/openapi.json` gives it."""
-        schema: dict[str, Any] = {
-            "type": "object",
-            "properties": {f.name: f.schema() for f in self.fields},
-        }
+        properties = {}
+        for f in self.fields:
+            properties[f.name] = f.schema()
+            for older in f.also:  # read where the field itself is absent
+                properties[older] = {**f.schema(), "description": f"the older name of {f.name}"}
+        schema: dict[str, Any] = {"type": "object", "properties": properties}
         required = [f.name for f in self.fields if f.required is not None]
         if required:
             schema["required"] = required

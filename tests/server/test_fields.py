@@ -319,3 +319,14 @@ def test_a_format_in_no_spelling_is_refused_naming_where(spelling, value, param_
 def test_gbnf_is_a_format_too():
     read = Shape(Field("grammar", concepts.Gbnf())).read({"grammar": 'root ::= "a"'})["grammar"]
     assert read.kind == "gbnf" and read.grammar() is not None
+
+
+def test_an_older_name_is_read_described_and_named_in_a_refusal():
+    shape = Shape(Field("n_predict", integer(0), "tokens at most", also=("max_tokens",)))
+    assert shape.read({"max_tokens": 3})["n_predict"] == 3
+    assert shape.read({"n_predict": 2, "max_tokens": 3})["n_predict"] == 2
+    refused = refusal(shape, {"max_tokens": -1})
+    assert refused.param == "max_tokens" and refused.message.startswith("max_tokens must be")
+    described = shape.schema()["properties"]["max_tokens"]
+    assert described["description"] == "the older name of n_predict"
+    assert described["minimum"] == 0
