@@ -21,7 +21,7 @@
  * so that one (layer, kv_head)'s blocks of a group's pages are one run of bytes: attention over
  * a context whose pages were taken in order reads runs of group_pages K and V blocks, where a
  * page per block put each block a page's size from the last, a fresh start for the hardware
- * prefetchers every 4 KB (docs/performance.md, "KV pages in groups"). pages.pyx picks
+ * prefetchers every 4 KB (bench/NOTES.md, "KV pages in groups"). pages.pyx picks
  * group_pages (runs of about 512 KiB, at most 64 pages, equal groups); group_bytes =
  * group_pages * page_bytes, 64 MiB for the 1B shape's F16 cache (1 MiB pages). Writing a page
  * makes its blocks resident on 4 KB pages; a group that fills moves onto 2 MiB pages, and then

@@ -16,7 +16,7 @@
    distance. Attention's next KV page follows the same choice: into L2 alone where the near
    lines go to L1 (llamay_prefetch_l1_target), into both elsewhere. LLAMAY_PREFETCH=l2 (near) or
    l1 (far) in the environment overrides the choice, to compare the two on one machine. See
-   docs/performance.md, "Prefetch into L2". */
+   bench/NOTES.md, "Prefetch into L2". */
 #ifndef LLAMAY_PREFETCH_H
 #define LLAMAY_PREFETCH_H
 
@@ -68,9 +68,9 @@ static const uint8_t llamay_prefetch_idle_lines[1024] __attribute__((aligned(64)
    requests name the far lines, else to lines already in L1 (a request that costs a load slot
    and nothing more). For attention's next KV page: on Intel's cores an L1 request for it held
    one of the few L1 miss buffers for a whole memory round trip, as the matmuls' far requests had
-   (docs/performance.md, "Attention's next page into L2"). A mask, not a branch: with `if` around
+   (bench/NOTES.md, "Attention's next page into L2"). A mask, not a branch: with `if` around
    the L1 requests, decode at 4,096 positions spent 1.35-1.38 times as long on its depth
-   (bench/depth_ab.py, Xeon). */
+   (bench/ab.py depth, Xeon). */
 static inline const uint8_t *llamay_prefetch_l1_target(const uint8_t *far) {
     const uintptr_t idle = (uintptr_t)0 - (uintptr_t)llamay_prefetch_near_into_l1;
     return (const uint8_t *)((uintptr_t)far +
@@ -80,7 +80,7 @@ static inline const uint8_t *llamay_prefetch_l1_target(const uint8_t *far) {
 /* Part k of `parts` of the lines llamay_prefetch_lines(far, near, bytes) asks for. A kernel
    asks for its next bytes a part at a time as it goes through the bytes before them, not all
    at once: a burst of requests held every L1 miss buffer, and the requests waiting behind them
-   stopped the arithmetic until memory answered (docs/performance.md, "Prefetch as the
+   stopped the arithmetic until memory answered (bench/NOTES.md, "Prefetch as the
    arithmetic goes"). */
 static inline void llamay_prefetch_part(const uint8_t *far, const uint8_t *near, size_t bytes,
                                         int k, int parts) {
