@@ -85,11 +85,11 @@ INLINE kx_f kx_load_f16(const uint8_t *g, const uint8_t *next, int off) {
 /* acc + the int16 pairs' products, summed by pair (vpdpwssd) */
 #define kx_dot16 _mm512_dpwssd_epi32
 #define kx_fzero _mm512_setzero_ps
-#define kx_fset1 _mm512_set1_ps
 #define kx_fadd _mm512_add_ps
-#define kx_fmul _mm512_mul_ps
-#define kx_fmadd _mm512_fmadd_ps
-#define kx_cvt _mm512_cvtepi32_ps
+/* acc + (d x da) x i, fused (kx8_group) */
+INLINE kx_f kx_fstep(kx_f acc, kx_f d, float da, kx_i i) {
+    return _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(da)), _mm512_cvtepi32_ps(i), acc);
+}
 /* the rows of one group (lanes 0-7), or of both */
 INLINE void kx_store_rows(float *p, kx_f v, int two) {
     _mm512_mask_storeu_ps(p, two ? 0xFFFF : 0x00FF, v);
@@ -227,18 +227,16 @@ INLINE kx_i kx_dot16(kx_i acc, kx_i a, kx_i b) {
                    vaddq_s32(acc.v[1], kx_dot16_rows(a.v[1], b.v[1])));
 }
 INLINE kx_f kx_fzero(void) { return kx_fpair(vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)); }
-INLINE kx_f kx_fset1(float x) { return kx_fpair(vdupq_n_f32(x), vdupq_n_f32(x)); }
 INLINE kx_f kx_fadd(kx_f a, kx_f b) {
     return kx_fpair(vaddq_f32(a.v[0], b.v[0]), vaddq_f32(a.v[1], b.v[1]));
 }
-INLINE kx_f kx_fmul(kx_f a, kx_f b) {
-    return kx_fpair(vmulq_f32(a.v[0], b.v[0]), vmulq_f32(a.v[1], b.v[1]));
+INLINE kx_f kx_fstep(kx_f acc, kx_f d, float da, kx_i i) {
+    kx_f r;
+    for (int k = 0; k < 2; k++) {
+        r.v[k] = vfmaq_f32(acc.v[k], vmulq_n_f32(d.v[k], da), vcvtq_f32_s32(i.v[k]));
+    }
+    return r;
 }
-/* a * b + c, fused */
-INLINE kx_f kx_fmadd(kx_f a, kx_f b, kx_f c) {
-    return kx_fpair(vfmaq_f32(c.v[0], a.v[0], b.v[0]), vfmaq_f32(c.v[1], a.v[1], b.v[1]));
-}
-INLINE kx_f kx_cvt(kx_i a) { return kx_fpair(vcvtq_f32_s32(a.v[0]), vcvtq_f32_s32(a.v[1])); }
 INLINE void kx_store_rows(float *p, kx_f v, int two) {
     (void)two;
     vst1q_f32(p, v.v[0]);
@@ -289,12 +287,9 @@ INLINE kx_i kx_lookup(kx_i table, kx_i index) {
 
 #define KX_ROWS 8
 /* A step of up to eight tokens takes one pass, assembling each chunk's bits once for all of
-   them: with sixteen registers some sums live in L1, but a step of eight tokens of the 1B
-   shape ran 1.0-1.26 times as fast as in two passes of four (four runs of bench/matmul_ab.py
-   --kernels avx2), and two passes of four ran its Q4_K matrices and its Q6_K output matrix 1.2
-   times as fast as expanding the bits first (twice the bytes to read back), its other Q6_K
-   matrices as fast. Over expanded super-blocks (prefill), passes of eight spilled more than
-   they saved: 0.85 times the speed of passes of four. */
+   them: with sixteen registers some sums live in L1, which costs less than assembling the bits
+   twice, or expanding them first (twice the bytes to read back). Over expanded super-blocks
+   (prefill) there are no bits to share, and passes of eight spill more than they save. */
 #define KX_TOKENS 8
 #define KX8_EXPANDED_TOKENS 4
 #define KX_Q5_K_CHUNKS_PER_SUM 2
@@ -336,11 +331,10 @@ INLINE kx_i kx_dot16(kx_i acc, kx_i a, kx_i b) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
 }
 #define kx_fzero _mm256_setzero_ps
-#define kx_fset1 _mm256_set1_ps
 #define kx_fadd _mm256_add_ps
-#define kx_fmul _mm256_mul_ps
-#define kx_fmadd _mm256_fmadd_ps
-#define kx_cvt _mm256_cvtepi32_ps
+INLINE kx_f kx_fstep(kx_f acc, kx_f d, float da, kx_i i) {
+    return _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(da)), _mm256_cvtepi32_ps(i), acc);
+}
 INLINE void kx_store_rows(float *p, kx_f v, int two) {
     (void)two;
     _mm256_storeu_ps(p, v);
@@ -352,9 +346,7 @@ INLINE kx_i kx_and_or(kx_i a, kx_i mask, kx_i b) {
 
 /* A sum, complete where it stands. Integer adds reassociate freely, and GCC computed a
    sub-block's products for every token (32 registers' worth) before adding any, spilling most
-   of them to the stack; an empty asm on each sum keeps the order as written (the 1B shape's
-   Q4_K matrices 1.1-1.3 times as fast with 8 to 512 tokens, Q6_K's 1.1, old and new builds
-   timed in turn in one process). */
+   of them to the stack; an empty asm on each sum keeps the order as written. */
 INLINE kx_i kx_settle(kx_i v) {
     __asm__("" : "+x"(v));
     return v;
@@ -500,9 +492,7 @@ INLINE void kx8_take_partials(kx_i *partial, kx_i scale, const int nt, kx_i *i1)
    term worked out once, as the super-block is expanded. The integers are the reference's:
    a Q6_K or Q3_K product is at most 255 x 32 in magnitude, so AVX2's int16 pair at most 16320
    and a chunk's two pairs at most 32640 (no saturation), a sub-block's sum at most 130560; an
-   IQ4_XS one (AVX-512 only: vpdpbusd sums in int32) at most 255 x 127. On 1B-shaped Q6_K
-   weights, a whole step of 64 tokens 1.06 (AVX-512) and 1.09 (AVX2) times as fast in cache,
-   of 512 tokens 1.08 from memory (bench/matmul_ab.py, Xeon, one thread). */
+   IQ4_XS one (AVX-512 only: vpdpbusd sums in int32) at most 255 x 127. */
 INLINE int kx8_biased(int type) {
 #if defined(KX_SIGNED_DOT) /* no unsigned operand to move the activations into */
     (void)type;
@@ -633,7 +623,7 @@ INLINE int kx8_has_mins(int type) {
 
 /* Chunks are taken four at a time, unrolled: within a super-block's four, the bit shifts,
    scale halves and sub-block ends are known when compiling (Q3_K's shifts had compiled to a
-   jump table). Eight at a time ran Q6_K's prefill 10% slower (more live registers). */
+   jump table). Eight at a time keeps more registers live than there are. */
 #define KX8_UNROLL 4
 
 /* The lines a decode pass asks for ahead of a super-block (kx8_ahead_of): `bytes` at `far`
@@ -646,9 +636,8 @@ typedef struct {
 } kx8_ahead;
 
 /* Part k of `parts` of those lines (llamay_prefetch_part), asked for as the pass reaches chunk
-   32 k / parts. All at once as a super-block began, two groups of Q6_K asked for 54 far and 54
-   near lines in one burst, and a third of an eight-token step's samples in avx512_q6_K fell on
-   the prefetch instructions (perf record, Xeon). */
+   32 k / parts: asked all at once as a super-block begins, two groups' lines come in a burst
+   that holds the line-fill buffers and stalls the arithmetic behind it. */
 INLINE void kx8_ask_part(const kx8_ahead *ahead, int k, int parts) {
     if (ahead == NULL) {
         return;
@@ -690,9 +679,7 @@ INLINE void kx8_expand(int type, const uint8_t *g, const uint8_t *next, kx_i *e)
 }
 
 /* Chunks between two parts of the lines asked for ahead: a part a chunk for one token, a part
-   every two chunks for more (the 1B shape's whole steps, against a part every four chunks: one
-   token 1.05 times as fast, eight 1.03; against every chunk, eight 1.04: bench/matmul_ab.py,
-   Xeon, one and two threads). */
+   every two chunks for more, whose chunks take longer. */
 #define KX8_ASK_EVERY(nt) ((nt) > 1 ? 2 : 1)
 
 /* The integer dot products of one super-block with nt tokens' activations: i1[t] (and, for
@@ -839,9 +826,8 @@ INLINE const uint8_t *kx8_paired_stream(const uint8_t *g, size_t next_group, int
    by side with the group after it (next_group bytes on, a group's size), past its group's end
    each stream jumps over the other: the pair after this one is read next. A fixed distance there
    landed in the other group's blocks, already read, and left every second group of the next pair
-   to the demand misses. Each stream asks twice the one-stream distance ahead: on the 128256 x
-   2048 Q6_K output matrix with eight tokens, one thread, 152 GFLOP/s before, 236 at half the
-   distance, 275 at one, 333 at two, 304 at four. */
+   to the demand misses. Each stream asks twice the one-stream distance ahead: its bytes come
+   at half the rate of one stream's, and the memory has as much in flight for it. */
 INLINE kx8_ahead kx8_ahead_of(int type, const uint8_t *g, size_t next_group, int b) {
     const size_t block_bytes = (size_t)llamay_kx8_block_bytes(type);
     if (!next_group) {
@@ -881,13 +867,10 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
         const kx_f d = kx_load_f16(g, next, 0);
         const int lane = b % LLAMAY_QUANT_LANES;
         for (int t = 0; t < nt; t++) {
-            const kx_f da = kx_fset1(a[t]->d[b]);
-            kx_f s = kx_fmadd(kx_fmul(d, da), kx_cvt(i1[t]), acc[t][lane]);
+            acc[t][lane] = kx_fstep(acc[t][lane], d, a[t]->d[b], i1[t]);
             if (kx8_has_mins(type)) {
-                const kx_f dmin = kx_load_f16(g, next, 16);
-                s = kx_fmadd(kx_fmul(dmin, da), kx_cvt(i2[t]), s);
+                acc[t][lane] = kx_fstep(acc[t][lane], kx_load_f16(g, next, 16), a[t]->d[b], i2[t]);
             }
-            acc[t][lane] = s;
         }
     }
     for (int t = 0; t < nt; t++) {
@@ -897,28 +880,22 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
 
 /* Decode steps of up to this many tokens read one group at a time (with sixteen lanes, the
    group twice) where the prefetches go straight into L1 (AMD: llamay_prefetch_near_into_l1
-   unset), assembling each super-block's bits in registers as they read it: on Zen 4 a
-   one-token step read one group's range at 30.9-33.5 GB/s, near the memory's rate, and two
-   groups' at 19.3 (that was before kx8_prefetch stopped asking for the partner group's lines).
-   Where the far lines go to L2 (Intel), two ranges stream as fast as one and the halved
-   arithmetic shows: on the Xeon VM a step of the 1B shape's matrices 1.21-1.23 times as fast
-   with two groups at one token and 1.32-1.36 at four (bench/matmul_ab.py, one and two
-   threads). Steps of more than KX8_DIRECT_TOKENS tokens expand a group's (or two groups')
+   unset), assembling each super-block's bits in registers as they read it: there one group's
+   range streamed at the memory's rate and two groups' ranges at once did not. Where the far
+   lines go to L2 (Intel), two ranges stream as fast as one, and two groups halve the
+   arithmetic. Steps of more than KX8_DIRECT_TOKENS tokens expand a group's (or two groups')
    super-blocks once, then share them, KX8_EXPANDED_TOKENS at a time. */
 #define KX8_ONE_GROUP_TOKENS 4
 
 /* Steps of up to this many tokens (a prompt-lookup step's drafts, or 9-16 sequences) read the
    packed super-blocks in passes of KX_TOKENS, each assembling the bits as it reads (the
-   group's blocks still in cache for the second pass); longer ones expand them once. Against
-   expanding, the 1B shape's whole steps at two threads: 9 tokens 1.20 times as fast, 12 1.23,
-   16 1.24 (AVX2: 9 1.18, 16 1.07); up to 32 instead of 16: 24 tokens 1.035, 32 0.974
-   (bench/matmul_ab.py, Xeon). */
+   group's blocks still in cache for the second pass): two assemblies cost less than an
+   expansion written and read back; with more passes, one expansion costs as much or less. */
 #define KX8_DIRECT_TOKENS (2 * KX_TOKENS)
 
 /* Whether sixteen lanes hold two groups for n_tok tokens. Q3_K and Q2_K always take two:
    their codes cost several shifts a chunk (two arrays for Q3_K), so that even one token's
-   step is bound by the arithmetic, which two groups halve (bench_matmul.py, Q3_K 8192 x 2048,
-   one token: 12.6 against 28.0 GB/s). */
+   step is bound by the arithmetic, which two groups halve. */
 INLINE int kx8_two_groups(int type, int n_tok) {
     return KX_ROWS > LLAMAY_KX8_ROWS &&
            (n_tok > KX8_ONE_GROUP_TOKENS || llamay_prefetch_near_into_l1 ||
@@ -967,8 +944,7 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
                     const size_t next_group = kx8_next_group(type, nb, two);
                     for (int b = 0; b < nb; b++) {
                         const uint8_t *block = llamay_kx8_block(w, r0 + g, b);
-                        /* all at once: expanding is a short loop of bit assembly, and asked
-                           for as it went a 16-token step ran 0.985 times as fast */
+                        /* all at once: expanding is a short loop of bit assembly */
                         const kx8_ahead ahead = kx8_ahead_of(type, block, next_group, b);
                         kx8_ask_part(&ahead, 0, 1);
                         kx8_expand(type, block, block + next_group,
