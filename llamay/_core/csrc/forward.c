@@ -215,6 +215,7 @@ void llamay_scratch_free(llamay_scratch *s) {
     if (s == NULL) {
         return;
     }
+    llamay_matmul_release_scratch(); /* the kernels' own, on each thread */
     for (int i = 0; i < N_BUFFERS; i++) free(s->f[i]);
     for (int k = 0; k < 4; k++) {
         free(s->act[k]);

@@ -152,7 +152,9 @@ typedef struct {
 
 typedef struct llamay_scratch llamay_scratch;
 
-/* Buffers for steps of up to max_tokens tokens; NULL when memory runs out. */
+/* Buffers for steps of up to max_tokens tokens; NULL when memory runs out. Freeing them frees
+   the kernels' own scratch on every thread as well (llamay_matmul_release_scratch): a model's
+   close. */
 llamay_scratch *llamay_scratch_new(const llamay_model *m, int max_tokens);
 void llamay_scratch_free(llamay_scratch *s);
 /* Bytes a scratch of max_tokens takes. */

@@ -2,7 +2,9 @@
    of ggml_types.h), activation quantization, and the parallel wrapper for tests and benchmarks.
    The kernels live in matmul_ref.c (the definition of every result), matmul_avx2.c,
    matmul_avx512.c and matmul_neon.c (whose tiling drivers are matmul_driver.h). */
+#include <pthread.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -394,6 +396,43 @@ void llamay_quantize_activations(const llamay_weight *w, const float *x, int tok
         default: memcpy(row, xt, (size_t)w->n_cols * sizeof(float)); break;
         }
     }
+}
+
+/* ---- a thread's scratch ---- */
+
+static _Thread_local struct {
+    void *memory;
+    size_t bytes;
+} scratch;
+
+/* The key's value is the thread's scratch, which its destructor frees as the thread ends. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_key_once = PTHREAD_ONCE_INIT;
+
+static void make_scratch_key(void) { pthread_key_create(&scratch_key, free); }
+
+static void set_scratch(void *memory, size_t bytes) {
+    pthread_once(&scratch_key_once, make_scratch_key);
+    free(scratch.memory);
+    scratch.memory = memory;
+    scratch.bytes = memory != NULL ? bytes : 0;
+    pthread_setspecific(scratch_key, memory);
+}
+
+void *llamay_matmul_scratch(size_t bytes) {
+    if (bytes > scratch.bytes) {
+        set_scratch(aligned_alloc(64, (bytes + 63) / 64 * 64), bytes);
+    }
+    return scratch.memory;
+}
+
+static void release_scratch(void *arg, int i, int n) {
+    (void)arg, (void)i, (void)n;
+    set_scratch(NULL, 0);
+}
+
+void llamay_matmul_release_scratch(void) {
+    llamay_parallel(llamay_pool_threads(), release_scratch, NULL);
 }
 
 /* ---- multiplication ---- */

@@ -87,6 +87,16 @@ size_t llamay_packed_bytes(const llamay_weight *w);
    its own bytes (the rows a last KX8 group lacks are zeroed with its last row). */
 void llamay_weight_pack(const llamay_weight *w, uint8_t *packed, int row_begin, int row_end);
 
+/* The calling thread's scratch for the kernels that need more than their stack (the KX8
+   kernel's expanded super-blocks, matmul_kx8.h): `bytes` or more, 64-byte aligned, grown when a
+   call asks for more and kept for the thread's next call; NULL where the memory cannot be had.
+   It is freed when the thread ends, or by llamay_matmul_release_scratch. */
+void *llamay_matmul_scratch(size_t bytes);
+
+/* Frees the scratch of the calling thread and of every worker of the pool (threads.h), in a
+   region of its own: for a model's close, so that an idle process keeps none. */
+void llamay_matmul_release_scratch(void);
+
 /* Quantizes tokens [tok_begin, tok_end) of x (rows of w->n_cols floats) into act, whose rows
    are w->act_row_bytes apart. Threads may split the tokens. Weights with the same act_kind and
    n_cols take the same activations (say Q, K and V): quantize once, multiply by each. */

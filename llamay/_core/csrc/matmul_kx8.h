@@ -910,16 +910,16 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
     float results[TOKEN_CHUNK][LLAMAY_ROW_BLOCK];
     llamay_act_q acts[TOKEN_CHUNK];
     const int nb = w->n_cols / 256;
-    kx_i *expanded = NULL; /* without it (no memory), each pass expands what it reads */
-    int8_t *biased = NULL; /* kx8_biased: the chunk's activations plus 128 */
+    /* the thread's scratch (matmul.h): the expanded super-blocks, then for kx8_biased types the
+       chunk's activations plus 128; without it (no memory), each pass expands what it reads */
+    kx_i *expanded = NULL;
+    int8_t *biased = NULL;
     if (n_tokens > KX8_DIRECT_TOKENS) {
-        expanded = aligned_alloc(64, (size_t)nb * KX8_EXPANDED * sizeof(kx_i));
-        if (expanded != NULL && kx8_biased(type)) {
-            biased = aligned_alloc(64, (size_t)TOKEN_CHUNK * (size_t)w->n_cols);
-            if (biased == NULL) {
-                free(expanded);
-                expanded = NULL;
-            }
+        const size_t expanded_bytes = (size_t)nb * KX8_EXPANDED * sizeof(kx_i);
+        const size_t biased_bytes = kx8_biased(type) ? (size_t)TOKEN_CHUNK * (size_t)w->n_cols : 0;
+        expanded = llamay_matmul_scratch(expanded_bytes + biased_bytes);
+        if (expanded != NULL && biased_bytes) {
+            biased = (int8_t *)expanded + expanded_bytes;
         }
     }
     for (int t0 = 0; t0 < n_tokens; t0 += TOKEN_CHUNK) {
@@ -982,6 +982,4 @@ INLINE void kx8_kernel(int type, const llamay_weight *w, const uint8_t *act, int
             llamay_store_results(out, out_stride, t0, n_tok, r0, n_rows, results);
         }
     }
-    free(expanded);
-    free(biased);
 }

@@ -201,6 +201,13 @@ static int start_workers(int wanted) {
     return pool.n_started;
 }
 
+int llamay_pool_threads(void) {
+    pthread_mutex_lock(&pool.lock);
+    const int n = pool.n_started + 1;
+    pthread_mutex_unlock(&pool.lock);
+    return n;
+}
+
 int llamay_parallel(int n_threads, llamay_task task, void *arg) {
     if (n_threads <= 0) {
         n_threads = llamay_cpu_count();

@@ -40,6 +40,10 @@ static inline void llamay_thread_share(int n, int grain, int i, int n_threads, i
     *end = e < n ? (int)e : n;
 }
 
+/* The threads regions run on so far: the caller and the workers started (at least 1). A
+   region of this many reaches every worker without starting another. */
+int llamay_pool_threads(void);
+
 /* The CPUs this process may run on (its affinity mask where the OS has one), at least 1. */
 int llamay_cpu_count(void);
 
