@@ -10,10 +10,10 @@
    into L1 holds one of the core's few L1 miss buffers until memory answers, and with the far
    lines asked into L1 a one-token step of the 1B shape read 7.7 GB/s on a Xeon VM whose plain
    read loop reads 14.6-15.6; with the far lines into L2 and the near ones from there into L1,
-   10.4.
-   Elsewhere both requests are for the far lines, the second joining the first: Zen 3 treats
-   prefetcht1 as prefetcht0, and Zen 4's decode reached 31-34 GB/s with prefetcht0 at that
-   distance. Attention's next KV page follows the same choice: into L2 alone where the near
+   10.4. AMD's cores with AVX-512 (Zen 4 on) do the same: there a one-token step of the 1B
+   shape read 26.5 GB/s with the far lines into L2, 16.3 with them into L1.
+   Elsewhere (AMD's cores before Zen 4) both requests are for the far lines, the second joining
+   the first: Zen 3 treats prefetcht1 as prefetcht0. Attention's next KV page follows the same choice: into L2 alone where the near
    lines go to L1 (llamay_prefetch_l1_target), into both elsewhere. LLAMAY_PREFETCH=l2 (near) or
    l1 (far) in the environment overrides the choice, to compare the two on one machine. See
    bench/NOTES.md, "Prefetch into L2". */
@@ -39,7 +39,8 @@ __attribute__((constructor)) static void llamay_prefetch_choose(void) {
     } else {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_cpu_init();
-        llamay_prefetch_near_into_l1 = __builtin_cpu_is("intel");
+        llamay_prefetch_near_into_l1 =
+            __builtin_cpu_is("intel") || __builtin_cpu_supports("avx512f");
 #endif
     }
 }
