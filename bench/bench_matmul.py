@@ -7,7 +7,13 @@ matrices timed alone stay in cache, so this pass is the figure that says tokens 
 Weights are read where the file maps them, or copied into 2 MiB pages (--hugepages), as the
 engine may repack hot tensors. Activation quantization is included in every time.
 
+`--rows R` asks what the arithmetic alone can do: the first R rows of one weight of each (type,
+columns), small enough to stay in cache, timed for each token count of `--tokens` on one thread,
+as GB/s of weight bytes consumed. A one-token kernel keeps up with memory when that rate is above
+one core's streaming rate (bench/probes/read_bandwidth.c on the same machine).
+
     python bench/bench_matmul.py [--model gemma3:270m] [--threads 1,2] [--hugepages] [--json]
+    python bench/bench_matmul.py --model llama-1b:Q4_K_M --rows 64 --tokens 1,2,4,8
 """
 
 from __future__ import annotations
@@ -56,6 +62,23 @@ def measure(products, n_tokens: int, threads: int, budget_s: float, kernels: str
     return mm.time_matmuls(products, n_tokens, threads=threads, repeats=repeats, kernels=kernels)
 
 
+def in_cache_rates(weights, rows: int, tokens: list[int], budget_s: float, kernels: str) -> list:
+    """GB/s of weight bytes consumed, one thread, by the first `rows` rows of one weight of each
+    (type, columns), for each token count."""
+    kinds = {}
+    for name, data, w_type, n_rows, cols in weights:
+        kept = min(rows, n_rows)
+        kinds.setdefault((w_type, cols), (name, data[: data.nbytes // n_rows * kept], kept))
+    out = []
+    for (w_type, cols), (name, data, kept) in kinds.items():
+        entry = {"tensor": name, "type": BY_ID[w_type].name, "rows": kept, "cols": cols}
+        for n in tokens:
+            seconds = measure([(data, w_type, kept, cols)], n, 1, budget_s, kernels)
+            entry[f"gbs_n{n}"] = round(data.nbytes / seconds / 1e9, 2)
+        out.append(entry)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -75,19 +98,34 @@ def main() -> None:
         default=1,
         help="tokens of the whole-step figure (8: a decode step of eight sequences)",
     )
+    parser.add_argument("--rows", type=int, help="in cache: the first ROWS rows of each kind")
+    parser.add_argument("--tokens", default="1", help="token counts of --rows, comma-separated")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
+    if args.rows is not None and args.rows < 1:
+        parser.error("--rows must be at least 1")
     args.model = resolve_shape(args.model)
     threads = [int(t) for t in args.threads.split(",")]
 
     weights = matmul_weights(resolve_model(args.model))
     if args.hugepages:
         weights = [(n, in_huge_pages(d), t, r, c) for n, d, t, r, c in weights]
+    kernels = mm.best_kernel_set() if args.kernels == "best" else args.kernels
+    if args.rows:
+        tokens = [int(t) for t in args.tokens.split(",")]
+        rates = in_cache_rates(weights, args.rows, tokens, args.budget, kernels)
+        if args.json:
+            print(json.dumps({"model": args.model, "kernels": kernels, "in_cache": rates}))
+            return
+        print(f"{args.model}, kernels {kernels}, one thread, weights in cache: GB/s consumed")
+        for e in rates:
+            cells = "  ".join(f"{n} tok: {e[f'gbs_n{n}']:6.2f}" for n in tokens)
+            print(f"  {e['type']:5s} {e['rows']:4d} x {e['cols']:5d}  {cells}  ({e['tensor']})")
+        return
     shapes = {}
     for name, data, w_type, rows, cols in weights:
         shapes.setdefault((w_type, rows, cols), (name, data))
 
-    kernels = mm.best_kernel_set() if args.kernels == "best" else args.kernels
     results = {"model": args.model, "kernels": kernels, "shapes": [], "decode": []}
     for (w_type, rows, cols), (name, data) in shapes.items():
         product = [(data, w_type, rows, cols)]

@@ -879,8 +879,8 @@ INLINE void kx8_group(int type, const llamay_weight *w, const llamay_act_q *cons
 }
 
 /* Decode steps of up to this many tokens read one group at a time (with sixteen lanes, the
-   group twice) where the prefetches go straight into L1 (AMD: llamay_prefetch_near_into_l1
-   unset), assembling each super-block's bits in registers as they read it: there one group's
+   group twice) where the prefetches go straight into L1 (llamay_prefetch_near_into_l1 unset:
+   AMD's cores before Zen 4, which have no sixteen lanes), assembling each super-block's bits in registers as they read it: there one group's
    range streamed at the memory's rate and two groups' ranges at once did not. Where the far
    lines go to L2 (Intel), two ranges stream as fast as one, and two groups halve the
    arithmetic. Steps of more than KX8_DIRECT_TOKENS tokens expand a group's (or two groups')
