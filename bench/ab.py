@@ -51,7 +51,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import builds
-from bench_matmul import matmul_weights
+from bench_matmul import in_cache, matmul_weights
 from models import resolve as resolve_shape
 
 from llamay.errors import LlamayError
@@ -137,16 +137,6 @@ def same_bits(a, b, weights: list, kernels: str) -> bool:
             print(f"{BY_ID[w_type].name}: the builds' outputs differ", file=sys.stderr)
             return False
     return True
-
-
-def in_cache(weights: list, rows: int) -> list:
-    """The first `rows` rows of one weight of each (type, columns) of `weights`."""
-    chosen = {}
-    for name, data, w_type, n_rows, cols in weights:
-        if (w_type, cols) not in chosen:
-            kept = min(rows, n_rows)
-            chosen[w_type, cols] = (name, data[: len(data) // n_rows * kept], w_type, kept, cols)
-    return list(chosen.values())
 
 
 def run_matmul(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:

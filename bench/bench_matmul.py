@@ -62,15 +62,21 @@ def measure(products, n_tokens: int, threads: int, budget_s: float, kernels: str
     return mm.time_matmuls(products, n_tokens, threads=threads, repeats=repeats, kernels=kernels)
 
 
+def in_cache(weights: list, rows: int) -> list:
+    """The first `rows` rows of one weight of each (type, columns) of `weights`."""
+    chosen = {}
+    for name, data, w_type, n_rows, cols in weights:
+        if (w_type, cols) not in chosen:
+            kept = min(rows, n_rows)
+            chosen[w_type, cols] = (name, data[: len(data) // n_rows * kept], w_type, kept, cols)
+    return list(chosen.values())
+
+
 def in_cache_rates(weights, rows: int, tokens: list[int], budget_s: float, kernels: str) -> list:
     """GB/s of weight bytes consumed, one thread, by the first `rows` rows of one weight of each
     (type, columns), for each token count."""
-    kinds = {}
-    for name, data, w_type, n_rows, cols in weights:
-        kept = min(rows, n_rows)
-        kinds.setdefault((w_type, cols), (name, data[: data.nbytes // n_rows * kept], kept))
     out = []
-    for (w_type, cols), (name, data, kept) in kinds.items():
+    for name, data, w_type, kept, cols in in_cache(weights, rows):
         entry = {"tensor": name, "type": BY_ID[w_type].name, "rows": kept, "cols": cols}
         for n in tokens:
             seconds = measure([(data, w_type, kept, cols)], n, 1, budget_s, kernels)
