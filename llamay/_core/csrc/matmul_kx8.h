@@ -646,6 +646,11 @@ INLINE void kx8_ask_part(const kx8_ahead *ahead, int k, int parts) {
         const size_t at = (size_t)s * ahead->other;
         llamay_prefetch_part(ahead->far + at, ahead->near + at, ahead->bytes, k, parts);
     }
+    /* the part stays where it is asked: an empty volatile asm, across which the compiler
+       schedules nothing. In a super-block unrolled whole, GCC had gathered its 38 prefetches at
+       the start, a burst that filled the miss buffers (AVX2's one-token step from memory 0.57
+       times as fast). */
+    __asm__ volatile("" ::: "memory");
 }
 
 /* the super-block at g (and next), expanded into e as above */
@@ -682,12 +687,6 @@ INLINE void kx8_expand(int type, const uint8_t *g, const uint8_t *next, kx_i *e)
    every two chunks for more, whose chunks take longer. */
 #define KX8_ASK_EVERY(nt) ((nt) > 1 ? 2 : 1)
 
-/* Keeps the lines asked for where they were asked: an empty volatile asm, across which the
-   compiler schedules nothing. In a super-block unrolled whole, GCC had gathered its 38
-   prefetches at the start, a burst that filled the miss buffers (AVX2's one-token step from
-   memory 0.57 times as fast). */
-INLINE void kx8_in_place(void) { __asm__ volatile("" ::: "memory"); }
-
 /* Chunks c0 to c0 + 3 of kx8_ints: the products of each token's activations with them, the
    partial sums taken into i1 as sub-blocks end */
 INLINE void kx8_four_chunks(int type, const kx_i *e, const uint8_t *g, const uint8_t *next,
@@ -703,7 +702,6 @@ INLINE void kx8_four_chunks(int type, const kx_i *e, const uint8_t *g, const uin
         const int c = c0 + k;
         if (k % KX8_ASK_EVERY(nt) == 0) {
             kx8_ask_part(ahead, c / KX8_ASK_EVERY(nt), 32 / KX8_ASK_EVERY(nt));
-            kx8_in_place();
         }
         if (c % per == 0) {
             scale = e ? e[KX8_SCALES + c / per] : kx8_scale_of(type, g, next, c / per);
